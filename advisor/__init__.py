@@ -1,0 +1,1 @@
+"""advisor: LLM serving configuration advisor."""

@@ -1,0 +1,1 @@
+"""Built-in parsers, one module per format. Each module exposes ``PARSERS``."""
