@@ -8,6 +8,7 @@ These names are a public contract: extend them, never rename them.
 
 from __future__ import annotations
 
+import itertools
 import math
 from datetime import datetime
 from typing import Any, Literal
@@ -255,6 +256,6 @@ def _validate_percentiles(p: Percentiles, field: str) -> None:
     ordered = [(k, getattr(p, k)) for k in ("min", *PERCENTILE_KEYS, "max")]
     present = [(k, v) for k, v in ordered if v is not None]
     # A tiny tolerance absorbs rounding in tools that print percentiles to 2 decimals.
-    for (k1, v1), (k2, v2) in zip(present, present[1:], strict=False):
+    for (k1, v1), (k2, v2) in itertools.pairwise(present):
         if v1 > v2 * (1 + 1e-6) + 1e-9:
             raise InvalidInput(f"percentiles out of order: {k1}={v1} > {k2}={v2}", field=f"{field}.{k1}")

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import yaml
+
 from advisor.canonical import CanonicalRun
 from advisor.errors import IngestError, MalformedInput
 
@@ -76,6 +78,30 @@ class Input:
             except ValueError:
                 return None
         return records or None
+
+    @cached_property
+    def yaml(self) -> Any:
+        """The body as one YAML document when it is not JSON (guidellm and llm-d write YAML reports),
+        or None. Only mappings and sequences count: any plain text is a valid YAML scalar."""
+        if self.json is not None:
+            return None
+        text = self.text
+        if text is None or not text.strip():
+            return None
+        try:
+            # CSafeLoader when libyaml is present: several times faster on the 1 MB reports, and
+            # "safe" builds no arbitrary Python objects.
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            doc = yaml.load(text, Loader=loader)
+        except (yaml.YAMLError, ValueError, RecursionError):
+            return None
+        return doc if isinstance(doc, dict | list) else None
+
+    @property
+    def document(self) -> Any:
+        """The body as one structured document: JSON first, then YAML; None when it is neither."""
+        doc = self.json
+        return doc if doc is not None else self.yaml
 
     def require_json(self) -> Any:
         """The JSON document, or a clear 400 for an unreadable body."""

@@ -11,8 +11,8 @@ import pkgutil
 from functools import cache
 from importlib.metadata import entry_points
 
-from advisor.canonical import CanonicalRun
-from advisor.errors import IngestError, MalformedInput, UnsupportedFormat
+from advisor.canonical import CanonicalRun, validate_run
+from advisor.errors import IngestError, InvalidInput, MalformedInput, UnsupportedFormat
 from advisor.ingest import formats as _formats_pkg
 from advisor.ingest.base import Input, Parser
 
@@ -55,7 +55,7 @@ def detect(inp: Input) -> Parser:
         try:
             if p.sniff(inp):
                 return p
-        except Exception:  # noqa: S112 - a sniff must never break detection; treat as "not mine"
+        except Exception:
             continue
     if inp.text is None:
         raise MalformedInput("the body is binary, not a benchmark file", field="body")
@@ -80,8 +80,19 @@ def parse(inp: Input, format_id: str = "auto") -> tuple[str, list[CanonicalRun]]
         ) from exc
     if not runs:
         raise IngestError(f"{parser.format_id}: the file holds no runs", field="body")
-    for run in runs:
+    for index, run in enumerate(runs):
         run.source.format = run.source.format or parser.format_id
         if inp.file_name and not run.source.file_name:
             run.source.file_name = inp.file_name
+        # Every parser's output meets the same contract as a canonical run submitted directly: a
+        # physically impossible value is a 422 naming the field, never a stored run.
+        try:
+            validate_run(run)
+        except IngestError:
+            raise
+        except InvalidInput as exc:
+            where = f"runs[{index}].{exc.field}" if len(runs) > 1 and exc.field else exc.field
+            raise IngestError(
+                f"{parser.format_id}: {exc.detail}", field=where, format=parser.format_id
+            ) from exc
     return parser.format_id, runs

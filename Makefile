@@ -1,0 +1,70 @@
+# advisor — every target documents itself: `make help`.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV := $(shell command -v uv 2>/dev/null || echo .uv/bin/uv)
+PYTEST_ARGS ?=
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: help run test install install-e2e lint format typecheck migrate seed goldens rules-docs docs-check bench clean
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.uv/bin/uv:
+	$(PYTHON) -m venv .uv && .uv/bin/pip install -q --disable-pip-version-check uv
+
+$(BIN)/advisor: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --extra dev
+	@touch $@
+
+install: $(BIN)/advisor ## Create .venv with the app and everything the tests need (from uv.lock)
+
+install-e2e: install ## Also build the real-LLM-server extra (llama-cpp-python compiles: ~6 min on 2 cores)
+	$(UV) sync --frozen --extra dev --extra e2e
+
+run: install ## Migrate ./advisor.db, load the catalogs, serve on http://127.0.0.1:8000
+	$(BIN)/advisor db upgrade
+	$(BIN)/advisor catalog load
+	$(BIN)/advisor serve --host $(HOST) --port $(PORT)
+
+migrate: install ## Apply database migrations (ADVISOR_DATABASE_URL)
+	$(BIN)/advisor db upgrade
+
+seed: install ## (Re)load the shipped hardware, model and quantization catalogs
+	$(BIN)/advisor catalog load
+
+test: install ## Run the whole test suite (SQLite and Postgres)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install ## ruff, mypy --strict, and stale generated files
+	$(BIN)/ruff check advisor tests bench migrations
+	$(BIN)/ruff format --check advisor tests bench
+	$(BIN)/mypy
+	$(MAKE) --no-print-directory docs-check
+
+format: install ## Apply ruff fixes and formatting
+	$(BIN)/ruff check --fix advisor tests bench
+	$(BIN)/ruff format advisor tests bench
+
+goldens: install ## Regenerate the ingest golden files (review the diff like code)
+	$(BIN)/python -m advisor.ingest.golden --regen
+
+rules-docs: install ## Regenerate docs/rules.md from the rules
+	$(BIN)/python -m advisor.rules.docs --write
+
+docs-check: install ## Fail when a generated file (goldens, docs/rules.md) is stale
+	@if [ -f advisor/ingest/golden.py ]; then $(BIN)/python -m advisor.ingest.golden --check; fi
+	@if [ -f advisor/rules/docs.py ]; then $(BIN)/python -m advisor.rules.docs --check; fi
+
+bench: install ## Run the benchmarks in bench/ (see docs/benchmarks.md)
+	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean: ## Remove the virtualenv, caches and the local database
+	rm -rf $(VENV) .uv .pytest_cache .mypy_cache .ruff_cache advisor.db advisor.db-shm advisor.db-wal

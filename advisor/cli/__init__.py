@@ -1,0 +1,52 @@
+"""The ``advisor`` command line: one tool for the server side (serve, db, catalog) and the client
+side (submit, advise, predict, measure...).
+
+Exit codes are a contract (docs/cli.md):
+0 success/pass · 1 the gate failed · 2 usage error · 3 server unreachable or 5xx · 4 input rejected (4xx).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from advisor import __version__
+from advisor.cli.server_commands import catalog_seed_command, db_group, serve_command
+from advisor.settings import SettingsError
+
+__all__ = ["EXIT_GATE", "EXIT_OK", "EXIT_REJECTED", "EXIT_UNREACHABLE", "EXIT_USAGE", "cli", "main"]
+
+EXIT_OK = 0
+EXIT_GATE = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_REJECTED = 4
+
+_EPILOG = """\b
+Exit codes:
+  0  success / the gate passed
+  1  the gate failed (--fail-on / --fail-on-verdict)
+  2  usage error (bad option, bad setting)
+  3  server unreachable, or it answered 5xx
+  4  input rejected (the server answered 4xx)
+"""
+
+
+@click.group(epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="advisor")
+def cli() -> None:
+    """advisor: LLM serving configuration advisor."""
+
+
+cli.add_command(serve_command)
+cli.add_command(db_group)
+cli.add_command(catalog_seed_command)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=True)
+    except SettingsError as exc:
+        click.echo(f"advisor: {exc}", err=True)
+        sys.exit(EXIT_USAGE)

@@ -1,0 +1,92 @@
+"""Server-side commands: serve, db upgrade|downgrade|current|check."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from advisor.settings import Settings, SettingsError, get_settings
+
+
+def _settings_or_exit() -> Settings:
+    try:
+        return get_settings()
+    except SettingsError as exc:
+        click.echo(f"advisor: {exc}", err=True)
+        sys.exit(2)
+
+
+@click.command("serve")
+@click.option("--host", default=None, help="Interface to bind (ADVISOR_HOST, default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="TCP port (ADVISOR_PORT, default 8000).")
+@click.option("--workers", type=int, default=None, help="Worker processes (ADVISOR_WORKERS, default 1).")
+@click.option("--reload", is_flag=True, help="Restart on code changes (development).")
+def serve_command(host: str | None, port: int | None, workers: int | None, reload: bool) -> None:
+    """Serve the API (and OpenAPI at /schema)."""
+    import uvicorn
+
+    settings = _settings_or_exit()
+    uvicorn.run(
+        "advisor.server.asgi:app",
+        host=host or settings.server.host,
+        port=port or settings.server.port,
+        workers=None if reload else (workers or settings.server.workers),
+        reload=reload,
+        log_level=settings.server.log_level,
+        proxy_headers=True,
+        access_log=False,  # requests are logged by the app, with their request id
+    )
+
+
+@click.group("db")
+def db_group() -> None:
+    """Database migrations (Alembic)."""
+
+
+@db_group.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Apply migrations up to REVISION (default: head)."""
+    from advisor.db import migrate
+
+    settings = _settings_or_exit()
+    migrate.upgrade(settings.db, revision)
+    click.echo(f"database at {migrate.current_revision(settings.db)}")
+
+
+@db_group.command("downgrade")
+@click.argument("revision", default="-1")
+def db_downgrade(revision: str) -> None:
+    """Revert migrations down to REVISION (default: one step; 'base' for all)."""
+    from advisor.db import migrate
+
+    settings = _settings_or_exit()
+    migrate.downgrade(settings.db, revision)
+    click.echo(f"database at {migrate.current_revision(settings.db) or 'base'}")
+
+
+@db_group.command("current")
+def db_current() -> None:
+    """Print the database's revision and the code's head revision."""
+    from advisor.db import migrate
+
+    settings = _settings_or_exit()
+    current = migrate.current_revision(settings.db)
+    head = migrate.head_revision()
+    state = "up to date" if current == head else "behind: run `advisor db upgrade`"
+    click.echo(f"current: {current or 'base'}\nhead:    {head}\n{state}")
+
+
+@db_group.command("check")
+def db_check() -> None:
+    """Fail when the models and the migrations disagree (alembic check)."""
+    from advisor.db import migrate
+
+    migrate.check(_settings_or_exit().db)
+    click.echo("models and migrations agree")
+
+
+@click.command("seed", hidden=True)
+def catalog_seed_command() -> None:
+    """(placeholder replaced by `advisor catalog load`)."""

@@ -1,0 +1,77 @@
+"""Engine and advanced-alchemy configuration for SQLite (embedded) and Postgres (production)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from advanced_alchemy.extensions.litestar import (
+    AlembicAsyncConfig,
+    AsyncSessionConfig,
+    SQLAlchemyAsyncConfig,
+)
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from advisor.settings import DatabaseSettings
+
+__all__ = ["create_engine", "make_sqlalchemy_config", "migrations_dir"]
+
+
+def migrations_dir() -> Path:
+    """The Alembic scripts: shipped inside the wheel as advisor/_migrations, or the repo's
+    top-level migrations/ folder in a source checkout."""
+    packaged = resources.files("advisor").joinpath("_migrations")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any, busy_timeout_ms: int) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers run beside the single writer; NORMAL sync is safe with WAL.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def create_engine(settings: DatabaseSettings, *, pool: bool = True) -> AsyncEngine:
+    """An async engine with the right options per backend."""
+    kwargs: dict[str, Any] = {"echo": settings.echo}
+    if settings.is_sqlite:
+        kwargs["connect_args"] = {"timeout": settings.sqlite_busy_timeout_ms / 1000}
+    elif pool:
+        kwargs.update(pool_size=settings.pool_size, max_overflow=settings.pool_size, pool_pre_ping=True)
+    if not pool:
+        kwargs["poolclass"] = NullPool
+    engine = create_async_engine(settings.url, **kwargs)
+    if settings.is_sqlite:
+        timeout = settings.sqlite_busy_timeout_ms
+        event.listen(
+            engine.sync_engine,
+            "connect",
+            lambda conn, rec: _sqlite_pragmas(conn, rec, timeout),
+        )
+    return engine
+
+
+def make_sqlalchemy_config(
+    settings: DatabaseSettings, engine: AsyncEngine | None = None
+) -> SQLAlchemyAsyncConfig:
+    """The advanced-alchemy config shared by the app, the CLI and migrations."""
+    return SQLAlchemyAsyncConfig(
+        engine_instance=engine or create_engine(settings),
+        session_config=AsyncSessionConfig(expire_on_commit=False),
+        before_send_handler="autocommit",
+        create_all=False,
+        alembic_config=AlembicAsyncConfig(
+            script_location=str(migrations_dir()),
+            version_table_name="alembic_version",
+            render_as_batch=True,
+            compare_type=True,
+        ),
+    )

@@ -1,0 +1,23 @@
+"""Domain contexts: where the pure parts meet the database. Each context has thin controllers,
+services that own persistence, and msgspec schemas."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from litestar.types import ControllerRouterHandler
+
+__all__ = ["api_controllers", "root_controllers"]
+
+
+def root_controllers() -> list[ControllerRouterHandler]:
+    """Handlers mounted at the root (/health)."""
+    from advisor.domain.system.controllers import SystemController
+
+    return [SystemController]
+
+
+def api_controllers() -> list[ControllerRouterHandler]:
+    """Handlers mounted under /api/v1."""
+    return []

@@ -1,0 +1,1 @@
+"""System context: health and version information."""

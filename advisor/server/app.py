@@ -1,0 +1,72 @@
+"""The Litestar application factory."""
+
+from __future__ import annotations
+
+from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
+from litestar import Litestar, Router
+from litestar.config.response_cache import ResponseCacheConfig
+from litestar.logging.config import StructLoggingConfig
+from litestar.middleware.logging import LoggingMiddlewareConfig
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.plugins.structlog import StructlogConfig, StructlogPlugin
+from litestar.types import ControllerRouterHandler
+
+from advisor import __version__
+from advisor.db.config import make_sqlalchemy_config
+from advisor.server.middleware import RequestIdMiddleware
+from advisor.server.problems import internal_error_handler, problem_details_plugin
+from advisor.settings import Settings, get_settings
+
+__all__ = ["create_app"]
+
+
+def _route_handlers() -> list[ControllerRouterHandler]:
+    # Imported here so that importing advisor.server does not import every domain at once.
+    from advisor.domain import api_controllers, root_controllers
+
+    return [*root_controllers(), Router(path="/api/v1", route_handlers=api_controllers())]
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    """Build the app. ``settings`` defaults to the environment (``ADVISOR_*``)."""
+    settings = settings or get_settings()
+    sqlalchemy_config = make_sqlalchemy_config(settings.db)
+    logging = StructlogConfig(
+        structlog_logging_config=StructLoggingConfig(
+            log_exceptions="always",
+            disable_stack_trace={400, 404, 409, 413, 415, 422},
+            pretty_print_tty=settings.server.log_format == "console",
+        ),
+        middleware_logging_config=LoggingMiddlewareConfig(
+            request_log_fields=("method", "path", "query"),
+            response_log_fields=["status_code"],
+        ),
+    )
+    app = Litestar(
+        route_handlers=_route_handlers(),
+        plugins=[
+            SQLAlchemyPlugin(config=sqlalchemy_config),
+            problem_details_plugin(),
+            StructlogPlugin(logging),
+        ],
+        middleware=[RequestIdMiddleware()],
+        exception_handlers={Exception: internal_error_handler},
+        openapi_config=OpenAPIConfig(
+            title="advisor",
+            version=__version__,
+            summary="LLM serving configuration advisor",
+            description=(
+                "Stores measured runs of LLM servers, explains them with roofline physics, predicts "
+                "what the hardware should reach and returns ranked, explained recommendations."
+            ),
+            path="/schema",
+            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+        ),
+        request_max_body_size=settings.server.max_body_bytes,
+        response_cache_config=ResponseCacheConfig(default_expiration=60),
+        debug=settings.server.debug,
+    )
+    app.state.settings = settings
+    app.state.sqlalchemy_config = sqlalchemy_config
+    return app

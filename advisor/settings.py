@@ -1,0 +1,151 @@
+"""Typed settings, one class per concern, all read from ``ADVISOR_*`` environment variables.
+
+Every field has a documented default; ``.env.example`` lists them all. ``get_settings()`` is cached:
+tests set the environment first, then call ``get_settings.cache_clear()``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = [
+    "AuthSettings",
+    "DatabaseSettings",
+    "ModelSettings",
+    "RulesSettings",
+    "ServerSettings",
+    "Settings",
+    "SettingsError",
+    "get_settings",
+]
+
+
+def _config(prefix: str) -> SettingsConfigDict:
+    return SettingsConfigDict(env_prefix=prefix, env_file=".env", extra="ignore", frozen=True)
+
+
+class DatabaseSettings(BaseSettings):
+    """Where runs are stored. SQLite is embedded; Postgres is the production choice."""
+
+    model_config = _config("ADVISOR_DATABASE_")
+
+    url: str = Field(
+        default="sqlite+aiosqlite:///./advisor.db",
+        description="SQLAlchemy async URL: sqlite+aiosqlite:///path.db or postgresql+asyncpg://user@host/db.",
+    )
+    echo: bool = Field(default=False, description="Log every SQL statement.")
+    pool_size: int = Field(default=10, ge=1, description="Connections per worker (Postgres).")
+    sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0, description="SQLite busy timeout.")
+
+    @field_validator("url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        if value.startswith(("sqlite:///", "sqlite://")) and "+aiosqlite" not in value:
+            value = value.replace("sqlite://", "sqlite+aiosqlite://", 1)
+        if value.startswith(("postgresql://", "postgres://")):
+            value = "postgresql+asyncpg://" + value.split("://", 1)[1]
+        if not value.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return value
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
+
+
+class ServerSettings(BaseSettings):
+    """The HTTP server."""
+
+    model_config = _config("ADVISOR_")
+
+    host: str = Field(default="127.0.0.1", description="Interface to bind.")
+    port: int = Field(default=8000, ge=1, le=65535, description="TCP port.")
+    workers: int = Field(default=1, ge=1, le=64, description="Worker processes (uvicorn --workers).")
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field(
+        default="info", description="Log level."
+    )
+    log_format: Literal["console", "json"] = Field(default="console", description="Log renderer.")
+    max_body_bytes: int = Field(
+        default=10_000_000, ge=1024, description="Largest accepted request body (413 above it)."
+    )
+    bulk_max_runs: int = Field(default=10_000, ge=1, description="Most runs in one bulk request.")
+    debug: bool = Field(default=False, description="Litestar debug mode (tracebacks in responses).")
+
+
+class AuthSettings(BaseSettings):
+    """Who may call the API. Token auth itself arrives with the security hardening work."""
+
+    model_config = _config("ADVISOR_AUTH_")
+
+    mode: Literal["none", "token"] = Field(
+        default="none", description="none: open API (local use); token: bearer tokens required."
+    )
+
+
+class RulesSettings(BaseSettings):
+    """The rules engine."""
+
+    model_config = _config("ADVISOR_RULES_")
+
+    thresholds_file: Path | None = Field(
+        default=None, description="TOML file whose thresholds override rules/thresholds.toml."
+    )
+
+
+class ModelSettings(BaseSettings):
+    """The fitted performance model."""
+
+    model_config = _config("ADVISOR_MODEL_")
+
+    refit_after_runs: int = Field(
+        default=0, ge=0, description="Refit in the background after this many new runs (0: never)."
+    )
+
+
+class Settings:
+    """All settings groups, validated together."""
+
+    def __init__(
+        self,
+        *,
+        db: DatabaseSettings | None = None,
+        server: ServerSettings | None = None,
+        auth: AuthSettings | None = None,
+        rules: RulesSettings | None = None,
+        model: ModelSettings | None = None,
+    ) -> None:
+        self.db = db or DatabaseSettings()
+        self.server = server or ServerSettings()
+        self.auth = auth or AuthSettings()
+        self.rules = rules or RulesSettings()
+        self.model = model or ModelSettings()
+
+
+class SettingsError(Exception):
+    """A malformed setting, rendered as one line naming the environment variable."""
+
+
+_PREFIXES: dict[type[BaseSettings], str] = {
+    DatabaseSettings: "ADVISOR_DATABASE_",
+    ServerSettings: "ADVISOR_",
+    AuthSettings: "ADVISOR_AUTH_",
+    RulesSettings: "ADVISOR_RULES_",
+    ModelSettings: "ADVISOR_MODEL_",
+}
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings. Raises :class:`SettingsError` with a one-line message."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        prefix = next((p for cls, p in _PREFIXES.items() if cls.__name__ == exc.title), "ADVISOR_")
+        err = exc.errors()[0]
+        name = prefix + "_".join(str(p) for p in err["loc"]).upper()
+        raise SettingsError(f"invalid setting {name}={err.get('input')!r}: {err['msg']}") from None

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from typing import Any
+
+
+def test_health_reports_database_and_versions(client: Any) -> None:
+    response = client.get("/health")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["database"]["reachable"] is True
+    assert body["database"]["up_to_date"] is True
+    assert body["database"]["revision"] == body["database"]["head"]
+    assert body["versions"]["advisor"]
+    assert response.headers["x-request-id"]
+
+
+def test_request_id_is_echoed(client: Any) -> None:
+    response = client.get("/health", headers={"X-Request-ID": "ci-run-42"})
+    assert response.headers["x-request-id"] == "ci-run-42"
+    # an unsafe id is replaced, never reflected
+    response = client.get("/health", headers={"X-Request-ID": "bad id\r\nx"})
+    assert response.headers["x-request-id"] != "bad id\r\nx"
+
+
+def test_openapi_schema_served(client: Any) -> None:
+    response = client.get("/schema/openapi.json")
+    assert response.status_code == 200
+    spec = response.json()
+    assert spec["info"]["title"] == "advisor"
+    assert "/health" in spec["paths"]
+
+
+def test_unknown_path_is_problem_details(client: Any) -> None:
+    response = client.get("/api/v1/does-not-exist")
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["status"] == 404
+    assert body["title"]
