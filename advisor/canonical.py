@@ -30,6 +30,7 @@ __all__ = [
     "decode_run",
     "run_to_builtins",
     "validate_run",
+    "validate_slo",
 ]
 
 Runtime = Literal["vllm", "sglang", "tgi", "trtllm", "ollama", "llamacpp", "mlx", "other"]
@@ -235,10 +236,15 @@ def validate_run(run: CanonicalRun) -> None:
         if value is not None and value > 1.0:
             raise InvalidInput(f"is a ratio in 0..1, got {value}", field=f"metrics.{name}")
     if run.slo is not None:
-        for name in SLO.__struct_fields__:
-            value = getattr(run.slo, name)
-            if value is not None:
-                _check_finite_non_negative(value, f"slo.{name}")
+        validate_slo(run.slo)
+
+
+def validate_slo(slo: SLO, field: str = "slo") -> None:
+    """Every objective is a finite, non-negative number."""
+    for name in SLO.__struct_fields__:
+        value = getattr(slo, name)
+        if value is not None:
+            _check_finite_non_negative(value, f"{field}.{name}")
 
 
 def _check_finite_non_negative(value: float, field: str) -> None:

@@ -20,4 +20,6 @@ def root_controllers() -> list[ControllerRouterHandler]:
 
 def api_controllers() -> list[ControllerRouterHandler]:
     """Handlers mounted under /api/v1."""
-    return []
+    from advisor.domain.deployments.controllers import DeploymentController
+
+    return [DeploymentController]
