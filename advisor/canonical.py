@@ -142,6 +142,8 @@ class Source(_Base):
     tool_version: str | None = None
     file_name: str | None = None
     notes: list[str] = msgspec.field(default_factory=list)
+    #: Names as submitted, where the catalog normalised them (``{"hardware": "NVIDIA A10G"}``).
+    given: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class SLO(_Base):
