@@ -28,6 +28,7 @@ __all__ = [
     "as_dict",
     "as_float",
     "as_int",
+    "as_list",
     "canonical_percentile_key",
     "decode_from_tpot",
     "dig",
@@ -128,6 +129,11 @@ def as_dict(value: object) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     return {}
+
+
+def as_list(value: object) -> list[Any]:
+    """The value when it is a list, else an empty list (schemas drift)."""
+    return value if isinstance(value, list) else []
 
 
 def dig(doc: object, *path: str | int) -> Any:
@@ -329,7 +335,17 @@ def prefill_from_ttft(metrics: Metrics, workload: Workload, notes: list[str]) ->
     if metrics.prefill_tok_s is not None or ttft is None or ttft <= 0 or not prompt:
         return
     if workload.concurrency is not None and workload.concurrency <= 1:
-        metrics.prefill_tok_s = prompt / ttft * 1000.0
+        estimate = prompt / ttft * 1000.0
+        if metrics.decode_tok_s is not None and estimate <= metrics.decode_tok_s:
+            # Prefill processes the prompt in parallel and always outruns one-token-at-a-time decode;
+            # a slower "prefill" means the TTFT holds something else (reasoning tokens the tool did
+            # not count as output, a cold start, queueing at a gateway).
+            notes.append(
+                f"prefill_tok_s not derived: prompt_tokens_mean / ttft_ms.mean = {estimate:.1f} tok/s is "
+                "below the decode speed, so TTFT holds more than prefill (reasoning tokens? cold start?)"
+            )
+            return
+        metrics.prefill_tok_s = estimate
         notes.append(
             "prefill_tok_s approximated as prompt_tokens_mean / ttft_ms.mean (client TTFT includes "
             "network and HTTP overhead)"

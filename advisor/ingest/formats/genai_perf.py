@@ -1,0 +1,258 @@
+"""NVIDIA genai-perf ``profile_export_genai_perf.json`` and aiperf ``profile_export_aiperf.json``
+(FORMATS.md §6.1, §6.2).
+
+Both write one object per metric with its unit inside (``{"unit": "ms", "avg": …, "p50": …}``); the
+unit is read, never assumed. Latency names (FORMATS.md §9.2):
+
+* ``inter_token_latency`` is per request ``(latency − ttft) / (osl − 1)``: TPOT in both tools;
+* aiperf ``inter_chunk_latency`` is the pooled gap between streamed chunks: ITL. genai-perf's summary
+  has no ITL.
+
+aiperf changed layout twice: June 2025 files nest the metrics under ``records`` keyed by display name
+("Time to First Token"), October 2025 files key ``records`` by tag, later files put the tags at the
+top level. All three are read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
+from advisor.errors import IngestError
+from advisor.ingest._util import (
+    TIME_UNITS_MS,
+    as_dict,
+    as_float,
+    as_int,
+    decode_from_tpot,
+    dig,
+    iso_to_utc,
+    percentiles_from_mapping,
+    prefill_from_ttft,
+    runtime_from_backend,
+)
+from advisor.ingest.base import Input, ParserBase
+
+__all__ = ["PARSERS", "AiperfParser", "GenaiPerfParser"]
+
+# aiperf tags (and display names, normalised) → the genai-perf-style names used below.
+_ALIASES = {
+    "ttft": "time_to_first_token",
+    "ttst": "time_to_second_token",
+    "ttlt": "time_to_last_token",
+    "icl": "inter_chunk_latency",
+    "itl": "inter_token_latency",
+}
+_AIPERF_MARKERS = ("benchmark_duration", "was_cancelled", "inter_chunk_latency")
+
+
+def _normalise_name(name: str) -> str:
+    tag = re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+    return _ALIASES.get(tag, tag)
+
+
+def _metric_objects(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every ``{unit, avg, …}`` metric object, keyed by its genai-perf-style name."""
+    found: dict[str, dict[str, Any]] = {}
+    records = doc.get("records")
+    if isinstance(records, dict):
+        for key, value in records.items():
+            if isinstance(value, dict) and "unit" in value:
+                name = value.get("tag") or value.get("name") or key
+                found[_normalise_name(str(name))] = value
+    for key, value in doc.items():
+        if isinstance(key, str) and isinstance(value, dict) and "unit" in value:
+            found.setdefault(_normalise_name(key), value)
+    return found
+
+
+def _is_metric_doc(doc: object) -> bool:
+    if not isinstance(doc, dict):
+        return False
+    metrics = _metric_objects(doc)
+    return "time_to_first_token" in metrics or "inter_token_latency" in metrics
+
+
+def _is_aiperf(doc: dict[str, Any]) -> bool:
+    # FORMATS.md §9.4 rule 5, plus the `records` layout only aiperf ever wrote.
+    return any(k in doc for k in _AIPERF_MARKERS) or "records" in doc or "error_summary" in doc
+
+
+def _latency(metrics: dict[str, dict[str, Any]], name: str) -> Percentiles | None:
+    obj = metrics.get(name)
+    if obj is None:
+        return None
+    unit = obj.get("unit")
+    if not isinstance(unit, str) or unit.strip().lower() not in TIME_UNITS_MS:
+        raise IngestError(f"not a time unit: {unit!r}", field=f"{name}.unit")
+    stats = {k: v for k, v in obj.items() if k not in ("unit", "name", "tag", "header", "count")}
+    result = percentiles_from_mapping(stats, unit=unit, field=name)
+    return None if result.is_empty() else result
+
+
+def _avg(metrics: dict[str, dict[str, Any]], name: str) -> float | None:
+    obj = metrics.get(name)
+    if obj is None:
+        return None
+    value = as_float(obj.get("avg"), f"{name}.avg")
+    if value is not None and value < 0:
+        raise IngestError("cannot be negative", field=f"{name}.avg")
+    return value
+
+
+def _seconds(metrics: dict[str, dict[str, Any]], name: str) -> float | None:
+    obj = metrics.get(name)
+    if obj is None:
+        return None
+    unit = obj.get("unit")
+    if unit not in ("sec", "s", "seconds"):
+        return None
+    return _avg(metrics, name)
+
+
+def _first_str(*values: object) -> str | None:
+    for value in values:
+        if isinstance(value, list) and value and isinstance(value[0], str) and value[0]:
+            return value[0]
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _telemetry_gpu(doc: dict[str, Any], notes: list[str]) -> str | None:
+    """The GPU name from aiperf's DCGM telemetry, when every GPU seen has the same name."""
+    names: set[str] = set()
+    for endpoint in as_dict(dig(doc, "telemetry_data", "endpoints")).values():
+        for gpu in as_dict(dig(endpoint, "gpus")).values():
+            name = dig(gpu, "gpu_name")
+            if isinstance(name, str) and name:
+                names.add(name)
+    if len(names) == 1:
+        notes.append("setup.hardware is the GPU name DCGM reported; the GPU count is not inferred")
+        return names.pop()
+    return None
+
+
+def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
+    notes: list[str] = []
+    metrics_by_name = _metric_objects(doc)
+    config = as_dict(doc.get("input_config"))
+    endpoint = as_dict(config.get("endpoint"))
+
+    model = _first_str(endpoint.get("model_names"), config.get("model_names"), config.get("model"))
+    service_kind = endpoint.get("service_kind", config.get("service_kind"))
+    backend = endpoint.get("backend", config.get("backend"))
+    # genai-perf's `backend` (tensorrtllm, vllm) names the Triton backend, and only means anything
+    # when it talks to Triton; through the OpenAI API the server runtime is unknown.
+    runtime = runtime_from_backend(backend) if service_kind == "triton" else None
+    streaming = endpoint.get("streaming", config.get("streaming"))
+
+    if aiperf:
+        loadgen = as_dict(config.get("loadgen"))
+        concurrency = as_float(loadgen.get("concurrency"))
+        rate = as_float(loadgen.get("request_rate"))
+    else:
+        stimulus = as_dict(dig(config, "perf_analyzer", "stimulus"))
+        concurrency = as_float(stimulus.get("concurrency", config.get("concurrency")))
+        rate = as_float(stimulus.get("request_rate", config.get("request_rate")))
+
+    completed_f = _avg(metrics_by_name, "request_count")
+    completed = int(completed_f) if completed_f is not None else None
+    failed_f = _avg(metrics_by_name, "error_request_count")
+    failed = int(failed_f) if failed_f is not None else None
+    if failed is None and aiperf and isinstance(doc.get("error_summary"), list):
+        counts = [as_int(dig(e, "count")) for e in doc["error_summary"]]
+        failed = sum(c for c in counts if c is not None)
+
+    workload = Workload(
+        num_requests=(completed + (failed or 0)) if completed is not None else None,
+        concurrency=concurrency,
+        request_rate=rate,
+        prompt_tokens_mean=_avg(metrics_by_name, "input_sequence_length"),
+        output_tokens_mean=_avg(metrics_by_name, "output_sequence_length"),
+        streaming=streaming if isinstance(streaming, bool) else None,
+    )
+    if workload.prompt_tokens_mean is None:
+        configured = as_float(dig(config, "input", "prompt", "input_tokens", "mean"))
+        if configured:
+            workload.prompt_tokens_mean = configured
+            notes.append("prompt_tokens_mean is the configured synthetic input length, not a measurement")
+
+    metrics = Metrics(
+        requests_completed=completed,
+        requests_failed=failed,
+        request_throughput_rps=_avg(metrics_by_name, "request_throughput"),
+        output_throughput_tok_s=_avg(metrics_by_name, "output_token_throughput"),
+        duration_s=_seconds(metrics_by_name, "benchmark_duration"),
+    )
+    if completed == 0:
+        notes.append("no request completed: latency and throughput statistics are absent")
+        metrics.request_throughput_rps = metrics.output_throughput_tok_s = None
+    else:
+        for field, name in (
+            ("ttft_ms", "time_to_first_token"),
+            ("tpot_ms", "inter_token_latency"),
+            ("itl_ms", "inter_chunk_latency"),
+            ("e2e_ms", "request_latency"),
+        ):
+            stats = _latency(metrics_by_name, name)
+            if stats is not None:
+                setattr(metrics, field, stats)
+        if metrics.e2e_ms.is_empty():
+            last = _latency(metrics_by_name, "time_to_last_token")
+            if last is not None:
+                metrics.e2e_ms = last
+                notes.append("e2e_ms is aiperf's time_to_last_token")
+        decode_from_tpot(metrics)
+        if metrics.decode_tok_s is None:
+            per_user = _avg(metrics_by_name, "output_token_throughput_per_user")
+            if per_user is None:
+                per_user = _avg(metrics_by_name, "output_token_throughput_per_request")
+            metrics.decode_tok_s = per_user
+        prefill_from_ttft(metrics, workload, notes)
+
+    hardware = _telemetry_gpu(doc, notes) if aiperf else None
+    measured_at = iso_to_utc(doc.get("start_time"), "start_time", notes)
+    tool = "aiperf" if aiperf else "genai-perf"
+    return CanonicalRun(
+        measured_at=measured_at,
+        setup=Setup(runtime=runtime, model=model, hardware=hardware),
+        workload=workload,
+        metrics=metrics,
+        source=Source(tool=tool, notes=notes),
+    )
+
+
+class _ProfileParser(ParserBase):
+    aiperf: bool
+    priority = 50
+
+    def sniff(self, inp: Input) -> bool:
+        doc = inp.json
+        return _is_metric_doc(doc) and _is_aiperf(doc) == self.aiperf
+
+    def parse(self, inp: Input) -> list[CanonicalRun]:
+        doc = inp.require_json()
+        if not isinstance(doc, dict):
+            raise self.fail("expected one JSON object", "body")
+        if not _is_metric_doc(doc):
+            raise self.fail("no time_to_first_token or inter_token_latency metric object", "body")
+        return [parse_profile(doc, aiperf=self.aiperf)]
+
+
+class GenaiPerfParser(_ProfileParser):
+    format_id = "genai_perf"
+    description = "NVIDIA genai-perf profile_export_genai_perf.json"
+    tool = "genai-perf"
+    aiperf = False
+
+
+class AiperfParser(_ProfileParser):
+    format_id = "aiperf"
+    description = "NVIDIA aiperf profile_export_aiperf.json (June 2025, October 2025 and later layouts)"
+    tool = "aiperf"
+    aiperf = True
+
+
+PARSERS = [GenaiPerfParser(), AiperfParser()]

@@ -1,0 +1,126 @@
+"""kubernetes-sigs inference-perf lifecycle reports: ``summary_lifecycle_metrics.json`` and
+``stage_<n>_lifecycle_metrics.json``.
+
+``{load_summary: {count, schedule_delay, send_duration?, requested_rate?, achieved_rate?},
+successes: {count, latency: {…}, throughput: {…}, prompt_len, output_len}, failures: {count, …}}``.
+Every latency is in **seconds**; percentile keys are ``p0.1`` … ``median`` … ``p99.9``.
+
+inference-perf's definitions (``inference_perf/reportgen/base.py``): ``time_per_output_token`` is
+``(latency − ttft) / (output tokens − 1)`` (TPOT), ``normalized_time_per_output_token`` is
+``latency / output tokens`` (end-to-end ÷ tokens), ``inter_token_latency`` is every gap between
+streamed tokens pooled (ITL). The report carries no model or server name; pass them with the
+submission. The ``*_prometheus_metrics.json`` companions are server-side aggregates of unverified
+units and are not read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
+from advisor.errors import IngestError
+from advisor.ingest._util import (
+    as_dict,
+    as_float,
+    as_int,
+    decode_from_tpot,
+    dig,
+    percentiles_from_mapping,
+)
+from advisor.ingest.base import Input, ParserBase
+
+__all__ = ["PARSERS", "InferencePerfParser"]
+
+_LATENCIES = {
+    "time_to_first_token": "ttft_ms",
+    "time_per_output_token": "tpot_ms",
+    "inter_token_latency": "itl_ms",
+    "request_latency": "e2e_ms",
+    "normalized_time_per_output_token": "e2e_per_token_ms",
+}
+
+
+def _is_lifecycle(doc: object) -> bool:
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("load_summary"), dict)
+        and isinstance(dig(doc, "successes", "latency"), dict)
+        and "failures" in doc
+    )
+
+
+def parse_lifecycle(doc: dict[str, Any]) -> CanonicalRun:
+    notes: list[str] = ["inference-perf reports no model or server: give them with the submission"]
+    load = as_dict(doc.get("load_summary"))
+    successes = as_dict(doc.get("successes"))
+    completed = as_int(successes.get("count"), "successes.count")
+    failed = as_int(dig(doc, "failures", "count"), "failures.count")
+    for name, value in (("successes.count", completed), ("failures.count", failed)):
+        if value is not None and value < 0:
+            raise IngestError("cannot be negative", field=name)
+
+    workload = Workload(
+        num_requests=as_int(load.get("count")),
+        request_rate=as_float(load.get("requested_rate")),
+        prompt_tokens_mean=as_float(dig(successes, "prompt_len", "mean")),
+        output_tokens_mean=as_float(dig(successes, "output_len", "mean")),
+    )
+    if workload.request_rate is None:
+        notes.append("a summary over all stages: the stages' request rates differ, none is recorded")
+    metrics = Metrics(
+        requests_completed=completed,
+        requests_failed=failed,
+        duration_s=as_float(load.get("send_duration")),
+    )
+    if completed == 0:
+        notes.append("no request succeeded: latency and throughput statistics are absent")
+    else:
+        latency = as_dict(successes.get("latency"))
+        for name, target in _LATENCIES.items():
+            stats = latency.get(name)
+            if isinstance(stats, dict):
+                parsed = percentiles_from_mapping(stats, unit="s", field=f"successes.latency.{name}")
+                setattr(metrics, target, parsed)
+        throughput = as_dict(successes.get("throughput"))
+        metrics.input_throughput_tok_s = as_float(throughput.get("input_tokens_per_sec"))
+        metrics.output_throughput_tok_s = as_float(throughput.get("output_tokens_per_sec"))
+        metrics.total_throughput_tok_s = as_float(throughput.get("total_tokens_per_sec"))
+        metrics.request_throughput_rps = as_float(throughput.get("requests_per_sec"))
+        decode_from_tpot(metrics)
+        notes.append(
+            "prefill_tok_s not derived: inference-perf drives open-loop load, TTFT includes queueing"
+        )
+    if any(not getattr(metrics, f).is_empty() for f in _LATENCIES.values()):
+        _check_order(metrics)
+    return CanonicalRun(
+        workload=workload,
+        metrics=metrics,
+        setup=Setup(),
+        source=Source(tool="inference-perf", notes=notes),
+    )
+
+
+def _check_order(metrics: Metrics) -> None:
+    ttft: Percentiles = metrics.ttft_ms
+    e2e: Percentiles = metrics.e2e_ms
+    if ttft.mean is not None and e2e.mean is not None and e2e.mean < ttft.mean:
+        raise IngestError("request_latency is shorter than time_to_first_token", field="successes.latency")
+
+
+class InferencePerfParser(ParserBase):
+    format_id = "inference_perf"
+    description = "kubernetes-sigs inference-perf summary/stage lifecycle metrics JSON"
+    tool = "inference-perf"
+    priority = 85
+
+    def sniff(self, inp: Input) -> bool:
+        return _is_lifecycle(inp.json)
+
+    def parse(self, inp: Input) -> list[CanonicalRun]:
+        doc = inp.require_json()
+        if not _is_lifecycle(doc):
+            raise self.fail("expected {load_summary, successes: {latency}, failures}", "body")
+        return [parse_lifecycle(doc)]
+
+
+PARSERS = [InferencePerfParser()]
