@@ -16,7 +16,12 @@ from advisor.canonical import Percentiles
 from advisor.ingest._util import percentiles_from_values
 from advisor.ingest.base import Input
 
-__all__ = ["distribution", "json_records", "text_of"]
+__all__ = ["MIN_PREFILL_TOKENS", "distribution", "json_records", "text_of"]
+
+#: A response that evaluated fewer prompt tokens than this gives no prefill speed (FORMATS.md §9.3,
+#: llama-server: "skip it when prompt_n is very small"): with the rest of the prompt served from the
+#: cache, fixed per-request overhead dominates such a tiny batch.
+MIN_PREFILL_TOKENS = 32
 
 _SSE_FIELDS = ("event:", "id:", "retry:", ":")
 

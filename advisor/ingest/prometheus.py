@@ -798,7 +798,11 @@ def telemetry_to_run(telemetry: Telemetry) -> CanonicalRun:
             "bucket (as Prometheus histogram_quantile): approximate; means are exact (_sum/_count)"
         )
     if "ttft" in h and h["ttft"].count > 0:
-        notes.append("ttft_ms is server-side: from the request's arrival at the engine, queue included")
+        notes.append(
+            "ttft_ms is server-side: from the request's arrival at the engine, queue included"
+            if t.engine == "vllm"
+            else "ttft_ms is server-side (the engine's histogram), not what clients measured"
+        )
 
     # Per-sequence speeds.
     prefill_time = h.get("prefill_time")

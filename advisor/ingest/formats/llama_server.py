@@ -24,15 +24,14 @@ from typing import Any, ClassVar
 
 from advisor.canonical import CanonicalRun, Metrics, Setup, Source, Workload
 from advisor.ingest._util import as_float, dig, epoch_to_utc, mean_of
-from advisor.ingest._util_b2 import distribution, json_records, text_of
+from advisor.ingest._util_b2 import MIN_PREFILL_TOKENS, distribution, json_records, text_of
 from advisor.ingest.base import Input, ParserBase
 from advisor.ingest.formats.llama_bench import split_model_filename
 
 __all__ = ["MIN_PROMPT_TOKENS", "PARSERS", "LlamaServerParser"]
 
-#: Responses that evaluated fewer prompt tokens than this give no prefill speed (FORMATS.md §9.3:
-#: "skip it when prompt_n is very small"); per-request overhead dominates such a tiny batch.
-MIN_PROMPT_TOKENS = 32
+#: Responses that evaluated fewer prompt tokens than this give no prefill speed.
+MIN_PROMPT_TOKENS = MIN_PREFILL_TOKENS
 
 _TIMING_FIELDS = (
     "cache_n", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",

@@ -8,10 +8,11 @@ Every duration is in **nanoseconds**. Mapping (per response, then aggregated):
 
 * ``tpot_ms = eval_duration / eval_count`` (TPOT-like: decode time per generated token);
   ``decode_tok_s = 1000 / mean tpot_ms``.
-* ``prefill_tok_s`` from ``prompt_eval_count / prompt_eval_duration``. Newer Ollama counts cached
-  prompt tokens in ``prompt_eval_count`` but not in the duration; when ``prompt_eval_cached_count``
-  is given those tokens are taken out (and give the prefix-cache hit rate), otherwise a note warns
-  that the speed may be overstated.
+* ``prefill_tok_s`` from ``prompt_eval_count / prompt_eval_duration``, over responses that evaluated
+  at least 32 prompt tokens (below that, fixed overhead dominates). Newer Ollama counts cached prompt
+  tokens in ``prompt_eval_count`` but not in the duration; when ``prompt_eval_cached_count`` is given
+  those tokens are taken out (and give the prefix-cache hit rate), otherwise a note warns that the
+  speed may be overstated.
 * ``ttft_ms = load_duration + prompt_eval_duration``: Ollama's own server-side time to the first
   token, cold model load included (what the first caller waits), HTTP and client excluded. The load
   is also kept apart as ``load_ms`` (the largest in the file), so a cold start is visible as such.
@@ -26,7 +27,7 @@ from typing import Any, ClassVar
 
 from advisor.canonical import CanonicalRun, Metrics, Setup, Source, Workload
 from advisor.ingest._util import as_float, iso_to_utc, mean_of
-from advisor.ingest._util_b2 import distribution, json_records, text_of
+from advisor.ingest._util_b2 import MIN_PREFILL_TOKENS, distribution, json_records, text_of
 from advisor.ingest.base import Input, ParserBase
 
 __all__ = ["PARSERS", "OllamaParser"]
@@ -123,6 +124,7 @@ class OllamaParser(ParserBase):
         cached_counts: list[float] = []
         output_counts: list[float] = []
         missing_load = 0
+        small_prompts = 0
         any_prompt_count = False
         times = []
         for index, response in items:
@@ -141,8 +143,10 @@ class OllamaParser(ParserBase):
                 cached_counts.append(cached)
             evaluated = prompt - cached if cached is not None else prompt
             prompt_ns = v.get("prompt_eval_duration")
-            if prompt_ns and evaluated > 0:
+            if prompt_ns and evaluated >= MIN_PREFILL_TOKENS:
                 prefill_ms_per_token.append(prompt_ns / evaluated / 1e6)
+            elif prompt_ns is not None:
+                small_prompts += 1
             load_ns = v.get("load_duration")
             if load_ns is not None:
                 loads.append(load_ns / 1e6)
@@ -173,6 +177,11 @@ class OllamaParser(ParserBase):
                     "prompt tokens in prompt_eval_count but not in the duration, so on a prefix-cache hit "
                     "this overstates the prefill speed"
                 )
+        if small_prompts:
+            notes.append(
+                f"{small_prompts} response(s) evaluated fewer than {MIN_PREFILL_TOKENS} prompt tokens: "
+                "left out of prefill_tok_s (fixed overhead dominates so small a prompt)"
+            )
         if loads:
             metrics.load_ms = max(loads)
         if missing_load:
