@@ -80,10 +80,15 @@ def parse(inp: Input, format_id: str = "auto") -> tuple[str, list[CanonicalRun]]
         ) from exc
     if not runs:
         raise IngestError(f"{parser.format_id}: the file holds no runs", field="body")
+    # A parser whose runs already went through validate_run (the canonical one decodes with
+    # decode_run) says so, sparing bulk ingest a second pass.
+    validated = bool(getattr(parser, "validates_output", False))
     for index, run in enumerate(runs):
         run.source.format = run.source.format or parser.format_id
         if inp.file_name and not run.source.file_name:
             run.source.file_name = inp.file_name
+        if validated:
+            continue
         # Every parser's output meets the same contract as a canonical run submitted directly: a
         # physically impossible value is a 422 naming the field, never a stored run.
         try:

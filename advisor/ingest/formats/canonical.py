@@ -42,6 +42,8 @@ class CanonicalParser(ParserBase):
     description = "advisor canonical run JSON (an object, a JSON array, or NDJSON)"
     tool = "advisor"
     priority = 10
+    #: decode_run already applies validate_run to every run.
+    validates_output = True
 
     def sniff(self, inp: Input) -> bool:
         records = _records(inp)

@@ -60,6 +60,9 @@ _KNOWN_KEYS = frozenset(
     }
 )  # fmt: skip
 
+# Families of tool-written keys (speculative decoding, diffusion LMs, probes) that vary by release.
+_TOOL_PREFIXES = ("spec_decode_", "diffusion_", "probe_", "ramp_up_")
+
 # `vllm bench sweep` merges the server parameters it varied into each result. These are vLLM engine
 # arguments; any other merged key stays a label.
 _ENGINE_ARG_KEYS = frozenset(
@@ -241,7 +244,12 @@ def parse_vllm_result(doc: dict[str, Any], *, legacy: bool, field_prefix: str = 
     labels: dict[str, str] = {}
     engine_args: dict[str, Any] = {}
     for key, value in doc.items():
-        if not isinstance(key, str) or key in _KNOWN_KEYS or _STAT_KEY.match(key):
+        if (
+            not isinstance(key, str)
+            or key in _KNOWN_KEYS
+            or key.startswith(_TOOL_PREFIXES)
+            or _STAT_KEY.match(key)
+        ):
             continue
         if key in _ENGINE_ARG_KEYS and isinstance(value, int | float | bool):
             engine_args[key] = value
