@@ -16,7 +16,7 @@ from advisor.canonical import Percentiles
 from advisor.ingest._util import percentiles_from_values
 from advisor.ingest.base import Input
 
-__all__ = ["MIN_PREFILL_TOKENS", "distribution", "json_records", "text_of"]
+__all__ = ["MIN_PREFILL_TOKENS", "distribution", "document_of", "json_records", "text_of"]
 
 #: A response that evaluated fewer prompt tokens than this gives no prefill speed (FORMATS.md §9.3,
 #: llama-server: "skip it when prompt_n is very small"): with the rest of the prompt served from the
@@ -67,10 +67,24 @@ def text_of(inp: Input) -> str | None:
     return text
 
 
+def document_of(inp: Input) -> Any:
+    """The body as one JSON document (``Input.json``), also when it is UTF-16 text; else None."""
+    doc = inp.json
+    if doc is not None or inp.text is not None:
+        return doc
+    text = text_of(inp)
+    if text is None or not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def json_records(inp: Input) -> tuple[list[Any], int]:
     """The JSON records in the body and the number of non-JSON lines skipped (0 unless the body
     mixes JSON with other text, such as stderr or SSE comments)."""
-    doc = inp.json
+    doc = document_of(inp)
     if doc is not None:
         return _unwrap(doc), 0
     text = text_of(inp)

@@ -16,7 +16,8 @@ The settings become ``setup.engine_args`` under llama.cpp's own flag names (``n_
 ``flash_attn``, ``cache_type_k``/``cache_type_v``, ``batch_size``, ``ubatch_size``, ``threads``);
 ``gpu_info`` is the hardware hint, ``model_type`` the quantization hint. ``model_filename`` may hold
 local paths, so only the file's base name is kept. JSONL files with stderr mixed in (a ``2>&1``
-redirect) are read by skipping the lines that are not JSON.
+redirect) are read by skipping the lines that are not JSON; Windows PowerShell's ``>`` writes UTF-16,
+which is read too.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, ClassVar
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.ingest._util import as_float, as_int, iso_to_utc
+from advisor.ingest._util_b2 import document_of, text_of
 from advisor.ingest.base import Input, ParserBase
 
 __all__ = [
@@ -173,12 +175,12 @@ class LlamaBenchParser(ParserBase):
     priority: ClassVar[int] = 20
 
     def sniff(self, inp: Input) -> bool:
-        doc = inp.json
+        doc = document_of(inp)
         if isinstance(doc, list):
             return bool(doc) and _is_row(doc[0])
         if isinstance(doc, dict):
             return _is_row(doc)
-        text = inp.text
+        text = text_of(inp)
         if text is None:
             return False
         lines = text.splitlines()
@@ -210,12 +212,12 @@ class LlamaBenchParser(ParserBase):
     # ---------------------------------------------------------------------------------------------
 
     def _rows(self, inp: Input) -> tuple[list[dict[str, Any]], list[str]]:
-        doc = inp.json
+        doc = document_of(inp)
         if isinstance(doc, list):
             return [r for r in doc if isinstance(r, dict)], []
         if isinstance(doc, dict):
             return [doc], []
-        text = inp.text
+        text = text_of(inp)
         if text is None:
             raise self.fail("the body is not text", field="body")
         lines = text.splitlines()

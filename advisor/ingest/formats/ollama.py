@@ -54,7 +54,10 @@ class OllamaParser(ParserBase):
     def sniff(self, inp: Input) -> bool:
         doc = inp.json
         if isinstance(doc, dict):
-            return _is_response(doc) or _is_response(next(iter(doc.get("value") or []), None))
+            wrapped = doc.get("value")
+            return _is_response(doc) or (
+                isinstance(wrapped, list) and any(_is_response(r) for r in wrapped[:50])
+            )
         if isinstance(doc, list):
             return any(_is_response(r) for r in doc[:50])
         records = inp.json_lines

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.canonical import CanonicalRun
+from advisor.ingest._util_b2 import text_of
 from advisor.ingest.base import Input, ParserBase
 from advisor.ingest.prometheus import (
     parse_scrapes,
@@ -39,14 +40,14 @@ class PrometheusParser(ParserBase):
     priority: ClassVar[int] = 10
 
     def sniff(self, inp: Input) -> bool:
-        text = inp.text
+        text = text_of(inp)
         if text is None:
             return False
         head = text.lstrip()[:64]
         return head.startswith(_STARTS) or head.lower().startswith("# scraped_at")
 
     def parse(self, inp: Input) -> list[CanonicalRun]:
-        text = inp.text
+        text = text_of(inp)
         if text is None or not text.strip():
             raise self.fail("the body is not text", field="body")
         scrapes = parse_scrapes(text)

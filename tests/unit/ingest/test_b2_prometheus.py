@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.errors import IngestError, MalformedInput
+from advisor.ingest.base import Input
 from advisor.ingest.prometheus import (
     Histogram,
     histogram_quantile,
@@ -24,6 +25,7 @@ from advisor.ingest.prometheus import (
     split_scrapes,
     telemetry_to_run,
 )
+from advisor.ingest.registry import detect, parse
 
 MODEL = "m/one"
 ITL_BOUNDS = (0.01, 0.025, 0.05, 0.1)
@@ -432,3 +434,12 @@ def test_histogram_minus_refuses_changed_buckets() -> None:
     b = Histogram((0.2, math.inf), (1.0, 2.0), 0.1)
     with pytest.raises(IngestError, match="buckets"):
         a.minus(b, "x")
+
+
+def test_a_utf16_scrape_is_read() -> None:
+    # Windows PowerShell: `Invoke-WebRequest .../metrics | Out-File metrics.prom` writes UTF-16.
+    inp = Input(vllm_text(prompt=77.0).encode("utf-16"))
+    assert inp.text is None
+    assert detect(inp).format_id == "prometheus"
+    run = parse(inp)[1][0]
+    assert run.setup.model == MODEL
