@@ -38,10 +38,13 @@ HardwareKind = Literal["gpu", "cpu", "apple_soc", "accelerator"]
 #: * ``cpu`` 20: Zen 4 desktop AVX-512 ~2.6 TFLOPS FP32 / 83 GB/s = 31, Genoa 96-core
 #:   10.7 / 461 = 23; CPUs without AMX rarely reach their FP32 peak in GEMM. (AMX parts are far
 #:   higher; give ``fp16_tflops`` inline for those.)
-#: * ``gpu`` 60: the lowest published discrete-GPU ratios are RTX 3090 71/936 = 76 and
-#:   MI210 181/1638 = 110; 60 stays below every catalogued GPU so it never overstates prefill.
-#: * ``accelerator`` 60: same reasoning (TPU v5e 197/819 = 240, Gaudi 2 432/2460 = 176).
-ESTIMATED_OPS_PER_BYTE: dict[str, float] = {"apple_soc": 30.0, "cpu": 20.0, "gpu": 60.0, "accelerator": 60.0}
+#: * ``gpu`` 100: published GPU ratios run from 76 (RTX 3090 71/936) through ~110-130
+#:   (MI210, A10G, RTX 5090, RX 7900 XTX) to 400+ (L4, L40S); 100 is about the 10th percentile
+#:   of the catalogued GPUs, so it understates most parts. The GPUs that need it (DGX Spark GB10,
+#:   Arc A770, Strix Halo) are really ~230-460, so llama.cpp prefill on them can exceed this
+#:   estimated ceiling (``Roofline.prefill_tflops_estimated`` says so).
+#: * ``accelerator`` 100: same reasoning (TPU v5e 197/819 = 240, Gaudi 2 432/2460 = 176).
+ESTIMATED_OPS_PER_BYTE: dict[str, float] = {"apple_soc": 30.0, "cpu": 20.0, "gpu": 100.0, "accelerator": 100.0}
 
 _DTYPE_ALIASES: dict[str, str] = {
     "fp16": "fp16",

@@ -36,6 +36,8 @@ RADEON = HardwareSpec("amd-radeon-rx-7900-xtx", "RX 7900 XTX", "gpu", "AMD", 960
 TPU = HardwareSpec("google-tpu-v5e", "TPU v5e", "accelerator", "Google", 819, 16, None, 197, None, 393)
 RTX6000ADA = HardwareSpec("nvidia-rtx-6000-ada", "RTX 6000 Ada", "gpu", "NVIDIA", 960, 48, None, None, 728.5)
 M2_ULTRA = HardwareSpec("apple-m2-ultra", "M2 Ultra", "apple_soc", "Apple", 800, 192)
+ARC = HardwareSpec("intel-arc-a770-16gb", "Arc A770", "gpu", "Intel", 560, 16)
+CPU = HardwareSpec("cpu-desktop-2ch-ddr5-5600", "DDR5", "cpu", "generic", 89.6)
 
 LLAMA_8B = ModelSpec("llama-3.1-8b", 8.03, 8.03, 32, 4096, 32, 8, 128, max_position_embeddings=131072)
 MIXTRAL = ModelSpec("mixtral-8x7b", 46.7, 12.9, 32, 4096, 32, 8, 128, num_experts=8, num_experts_per_tok=2)
@@ -194,6 +196,9 @@ def test_prefill_quadratic_term_grows_faster_than_linear() -> None:
         (RTX6000ADA, F16, "bf16", 364.25, True),  # half the published fp8
         (RTX6000ADA, FP8, "fp8", 728.5, False),
         (M2_ULTRA, Q4_K_M, "fp16", 24.0, True),  # 800 GB/s x 30 FLOP/B
+        (ARC, F16, "bf16", 56.0, True),  # 560 GB/s x 100 FLOP/B
+        (CPU, Q4_K_M, "fp16", 1.792, True),  # 89.6 GB/s x 20 FLOP/B
+        (ARC, FP8, "bf16", 56.0, True),  # no fp8 units: 16-bit estimate
     ],
 )
 def test_prefill_dtype_and_rate(

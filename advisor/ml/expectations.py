@@ -1,0 +1,61 @@
+"""What a setup is expected to do: a central value with an uncertainty band per metric.
+
+The physics-only prior (:mod:`advisor.ml.prior`) and, later, the fitted model both return
+:class:`Expectations`, so rules and the API do not care which produced them (``model_version`` and
+``source`` say which).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Band", "Expectations"]
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """An expected value with a plausible range (``low ≤ expected ≤ high``).
+
+    For rates (tok/s) ``ceiling`` is the physics upper bound; for latencies (ms) it is the physics
+    floor. None when the physics cannot give one.
+    """
+
+    expected: float
+    low: float
+    high: float
+    ceiling: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.expected <= self.high:
+            raise ValueError(
+                f"band must satisfy low <= expected <= high, got {self.low}, {self.expected}, {self.high}"
+            )
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"ceiling": self.ceiling, "expected": self.expected, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True, slots=True)
+class Expectations:
+    """Expected per-sequence decode and prefill rates, TTFT and ITL for one setup and workload."""
+
+    decode_tok_s: Band | None
+    prefill_tok_s: Band | None
+    ttft_ms: Band | None
+    itl_ms: Band | None
+    model_version: str
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decode_tok_s": self.decode_tok_s.to_dict() if self.decode_tok_s else None,
+            "prefill_tok_s": self.prefill_tok_s.to_dict() if self.prefill_tok_s else None,
+            "ttft_ms": self.ttft_ms.to_dict() if self.ttft_ms else None,
+            "itl_ms": self.itl_ms.to_dict() if self.itl_ms else None,
+            "model_version": self.model_version,
+            "source": self.source,
+        }
