@@ -391,10 +391,10 @@ def analyse(
     model: ModelSpec,
     quant: QuantSpec,
     *,
-    prompt_tokens: int | None = None,
-    output_tokens: int | None = None,
-    kv_depth_tokens: int = 0,
-    concurrency: int = 1,
+    prompt_tokens: float | None = None,
+    output_tokens: float | None = None,
+    kv_depth_tokens: float = 0,
+    concurrency: float = 1,
     tensor_parallel: int = 1,
     kv_cache_dtype: str = "auto",
     gpu_memory_utilization: float = 0.9,
@@ -410,8 +410,9 @@ def analyse(
     * Without ``prompt_tokens`` the prefill ceiling is the long-prompt asymptote of the linear
       term, ``T / (2 × active_params)``, and ``ttft_floor_ms`` is None.
 
-    Raises ``ValueError`` for non-positive bandwidth/params/bits/concurrency/TP, negative token
-    counts or a utilisation outside (0, 1].
+    Token counts and concurrency may be means (floats); they are rounded. Raises ``ValueError``
+    for non-positive bandwidth/params/bits/concurrency/TP, negative token counts, an unknown
+    ``kv_cache_dtype`` or a utilisation outside (0, 1].
     """
     _positive("hardware.mem_bandwidth_gb_s", hw.mem_bandwidth_gb_s)
     _positive("model.params_b", model.params_b)
@@ -426,6 +427,12 @@ def analyse(
             raise ValueError(f"{name} must not be negative")
     if kv_depth_tokens < 0:
         raise ValueError("kv_depth_tokens must not be negative")
+    kv_bytes_per_element(kv_cache_dtype)  # reject an unknown dtype even when the shape is unknown
+    # Workloads carry means (2047.6 prompt tokens, concurrency 15.8): round to whole tokens/streams.
+    prompt = round(prompt_tokens) if prompt_tokens is not None else None
+    output = round(output_tokens) if output_tokens is not None else None
+    depth = round(kv_depth_tokens)
+    streams = max(round(concurrency), 1)
 
     tp = tensor_parallel
     bandwidth = tensor_parallel_scale(hw.mem_bandwidth_gb_s, tp, TP_BANDWIDTH_EFFICIENCY)
@@ -435,10 +442,10 @@ def analyse(
 
     resident = weight_bytes(model, quant)
     active = weight_bytes(model, quant, active=True)
-    prompt = prompt_tokens or 0
-    output = output_tokens or 0
-    context = kv_depth_tokens + prompt + output
-    decode_context = kv_depth_tokens + prompt + output / 2.0
+    prompt_count = prompt or 0
+    output_count = output or 0
+    context = depth + prompt_count + output_count
+    decode_context = depth + prompt_count + output_count / 2.0
 
     per_token = kv_bytes_per_token(model, kv_cache_dtype)
     at_context = kv_bytes(model, context, kv_cache_dtype)
@@ -456,10 +463,10 @@ def analyse(
     per_stream, bound = decode_ceiling_batch(
         mem_bandwidth_gb_s=bandwidth,
         tflops=tflops,
-        weight_bytes_read=weights_read_per_step(model, quant, concurrency),
+        weight_bytes_read=weights_read_per_step(model, quant, streams),
         kv_bytes_per_sequence=kv_decode,
         flops_per_token=flops_token,
-        batch=concurrency,
+        batch=streams,
     )
     if model.is_moe and model.num_experts and model.num_experts_per_tok:
         crossover = _moe_crossover(
@@ -482,15 +489,15 @@ def analyse(
     ttft: float | None = None
     flops: float | None = None
     prefill_bound: Literal["compute", "bandwidth"] = "compute"
-    if prompt > 0:
-        flops = prefill_flops(model, prompt, kv_depth_tokens)
+    if prompt_count > 0:
+        flops = prefill_flops(model, prompt_count, depth)
         # A prompt larger than the batch touches every expert, but never more than all weights.
-        read = min(weights_read_per_step(model, quant, prompt), resident)
+        read = min(weights_read_per_step(model, quant, prompt_count), resident)
         seconds, prefill_bound = prefill_seconds(
             flops=flops, tflops=tflops, weight_bytes_read=read, mem_bandwidth_gb_s=bandwidth
         )
-        prefill = prefill_ceiling(prompt, seconds)
-        ttft = ttft_floor_ms(prompt, prefill)
+        prefill = prefill_ceiling(prompt_count, seconds)
+        ttft = ttft_floor_ms(prompt_count, prefill)
     else:
         prefill = tflops * 1e12 / (2.0 * model.active_params_b * 1e9)
 
@@ -521,7 +528,7 @@ def analyse(
         kv_bytes_at_context=at_context,
         decode_ceiling_tok_s=single,
         decode_ceiling_batch_tok_s=per_stream,
-        decode_aggregate_ceiling_tok_s=per_stream * concurrency,
+        decode_aggregate_ceiling_tok_s=per_stream * streams,
         decode_bound=bound,
         crossover_batch=crossover,
         prefill_ceiling_tok_s=prefill,
@@ -539,10 +546,10 @@ def analyse(
         memory_bytes=memory,
         context_tokens=context,
         decode_context_tokens=decode_context,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        kv_depth_tokens=kv_depth_tokens,
-        concurrency=concurrency,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        kv_depth_tokens=depth,
+        concurrency=streams,
         tensor_parallel=tp,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,

@@ -44,7 +44,12 @@ HardwareKind = Literal["gpu", "cpu", "apple_soc", "accelerator"]
 #:   Arc A770, Strix Halo) are really ~230-460, so llama.cpp prefill on them can exceed this
 #:   estimated ceiling (``Roofline.prefill_tflops_estimated`` says so).
 #: * ``accelerator`` 100: same reasoning (TPU v5e 197/819 = 240, Gaudi 2 432/2460 = 176).
-ESTIMATED_OPS_PER_BYTE: dict[str, float] = {"apple_soc": 30.0, "cpu": 20.0, "gpu": 100.0, "accelerator": 100.0}
+ESTIMATED_OPS_PER_BYTE: dict[str, float] = {
+    "apple_soc": 30.0,
+    "cpu": 20.0,
+    "gpu": 100.0,
+    "accelerator": 100.0,
+}
 
 _DTYPE_ALIASES: dict[str, str] = {
     "fp16": "fp16",

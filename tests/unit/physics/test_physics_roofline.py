@@ -334,6 +334,17 @@ def test_invalid_workload_raises(kwargs: dict[str, object]) -> None:
         analyse(H100, LLAMA_8B, F16, **kwargs)  # type: ignore[arg-type]
 
 
+def test_unknown_kv_dtype_is_rejected_without_a_shape() -> None:
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        analyse(H100, ModelSpec("partial", 7.0, 7.0), F16, kv_cache_dtype="fp3")
+
+
+def test_workload_means_are_rounded() -> None:
+    roof = analyse(H100, LLAMA_8B, F16, prompt_tokens=1999.6, output_tokens=127.5, concurrency=15.7)
+    assert (roof.prompt_tokens, roof.output_tokens, roof.concurrency) == (2000, 128, 16)
+    assert roof.context_tokens == 2128
+
+
 def test_invalid_specs_raise() -> None:
     with pytest.raises(ValueError, match="mem_bandwidth"):
         analyse(_device(0), LLAMA_8B, F16)
