@@ -37,16 +37,19 @@ class Input:
 
     @cached_property
     def text(self) -> str | None:
-        """UTF-8 text (a BOM is dropped), or None for binary data."""
+        """The body as text (UTF-8, or UTF-16 with a BOM as PowerShell writes it; a BOM is dropped),
+        or None for binary data."""
+        if self.data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            # Checked before the NUL test: UTF-16 text is full of NUL bytes.
+            try:
+                return self.data.decode("utf-16")
+            except UnicodeDecodeError:
+                return None
         if b"\x00" in self.data[:4096]:
             return None
         try:
             return self.data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            # PowerShell's `Out-File` writes UTF-16 with a BOM.
-            if self.data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-                with contextlib.suppress(UnicodeDecodeError):
-                    return self.data.decode("utf-16")
             return None
 
     @cached_property

@@ -439,7 +439,7 @@ def test_histogram_minus_refuses_changed_buckets() -> None:
 def test_a_utf16_scrape_is_read() -> None:
     # Windows PowerShell: `Invoke-WebRequest .../metrics | Out-File metrics.prom` writes UTF-16.
     inp = Input(vllm_text(prompt=77.0).encode("utf-16"))
-    assert inp.text is None
+    assert inp.text is not None and inp.text.startswith("# TYPE")
     assert detect(inp).format_id == "prometheus"
     run = parse(inp)[1][0]
     assert run.setup.model == MODEL
