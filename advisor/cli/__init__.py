@@ -12,7 +12,7 @@ import sys
 import click
 
 from advisor import __version__
-from advisor.cli.server_commands import catalog_seed_command, db_group, serve_command
+from advisor.cli.server_commands import catalog_group, db_group, serve_command
 from advisor.settings import SettingsError
 
 __all__ = ["EXIT_GATE", "EXIT_OK", "EXIT_REJECTED", "EXIT_UNREACHABLE", "EXIT_USAGE", "cli", "main"]
@@ -41,7 +41,7 @@ def cli() -> None:
 
 cli.add_command(serve_command)
 cli.add_command(db_group)
-cli.add_command(catalog_seed_command)
+cli.add_command(catalog_group)
 
 
 def main() -> None:

@@ -87,6 +87,33 @@ def db_check() -> None:
     click.echo("models and migrations agree")
 
 
-@click.command("seed", hidden=True)
-def catalog_seed_command() -> None:
-    """(placeholder replaced by `advisor catalog load`)."""
+@click.group("catalog")
+def catalog_group() -> None:
+    """Hardware, model and quantization catalogs."""
+
+
+@catalog_group.command("load")
+def catalog_load() -> None:
+    """Load the shipped catalogs into the database (idempotent; user entries are kept)."""
+    import asyncio
+
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+
+    from advisor.db.config import create_engine
+    from advisor.domain.catalog.services import CatalogService
+
+    settings = _settings_or_exit()
+
+    async def load() -> dict[str, int]:
+        engine = create_engine(settings.db, pool=False)
+        try:
+            async with async_sessionmaker(engine, expire_on_commit=False)() as session:
+                return await CatalogService(session).load_shipped()
+        finally:
+            await engine.dispose()
+
+    counts = asyncio.run(load())
+    click.echo(
+        f"catalog loaded: {counts['hardware']} hardware, {counts['model']} models, "
+        f"{counts['quantization']} quantizations, {counts['aliases']} aliases"
+    )

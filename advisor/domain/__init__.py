@@ -20,6 +20,16 @@ def root_controllers() -> list[ControllerRouterHandler]:
 
 def api_controllers() -> list[ControllerRouterHandler]:
     """Handlers mounted under /api/v1."""
+    from advisor.domain.catalog.controllers import CatalogController
     from advisor.domain.deployments.controllers import DeploymentController
+    from advisor.domain.predictions.controllers import PredictController
+    from advisor.domain.runs.controllers import AdviseController, RecommendationController, RunController
 
-    return [DeploymentController]
+    return [
+        RunController,
+        AdviseController,
+        RecommendationController,
+        DeploymentController,
+        CatalogController,
+        PredictController,
+    ]

@@ -34,7 +34,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     sqlalchemy_config = make_sqlalchemy_config(settings.db)
     logging = StructlogConfig(
         structlog_logging_config=StructLoggingConfig(
-            log_exceptions="always",
+            log_exceptions="never",  # internal_error_handler logs them once, with the request id
             disable_stack_trace={400, 404, 409, 413, 415, 422},
             pretty_print_tty=settings.server.log_format == "console",
         ),

@@ -16,6 +16,8 @@ class _CatalogEntry(AuditColumns):
     origin: Mapped[str] = mapped_column(String(16), default="shipped")
     source: Mapped[str | None] = mapped_column(Text, default=None)
     notes: Mapped[str | None] = mapped_column(Text, default=None)
+    #: The entry as submitted (inline-spec form, with ``aliases``); user entries are rebuilt from it.
+    spec: Mapped[dict[str, Any]] = mapped_column(JsonB, default=dict)
 
 
 class HardwareEntry(_CatalogEntry, DefaultBase):

@@ -1,8 +1,8 @@
 """initial schema
 
-Revision ID: cc9f19d7f12e
-Revises: 
-Create Date: 2026-11-29 09:21:58.884545
+Revision ID: 51be1d367152
+Revises:
+Create Date: 2026-11-29 09:33:24.299703
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ sa.DateTimeUTC = DateTimeUTC  # type: ignore[attr-defined]
 sa.JsonB = JsonB  # type: ignore[attr-defined]
 sa.ORA_JSONB = ORA_JSONB  # type: ignore[attr-defined]
 
-revision = 'cc9f19d7f12e'
+revision = '51be1d367152'
 down_revision = None
 branch_labels = None
 depends_on = None
@@ -67,6 +67,7 @@ def upgrade() -> None:
     sa.Column('origin', sa.String(length=16), nullable=False),
     sa.Column('source', sa.Text(), nullable=True),
     sa.Column('notes', sa.Text(), nullable=True),
+    sa.Column('spec', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'cockroachdb').with_variant(sa.ORA_JSONB(), 'oracle').with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('created_at', sa.DateTimeUTC(timezone=True), nullable=False),
     sa.Column('updated_at', sa.DateTimeUTC(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_catalog_hardware'))
@@ -90,6 +91,7 @@ def upgrade() -> None:
     sa.Column('origin', sa.String(length=16), nullable=False),
     sa.Column('source', sa.Text(), nullable=True),
     sa.Column('notes', sa.Text(), nullable=True),
+    sa.Column('spec', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'cockroachdb').with_variant(sa.ORA_JSONB(), 'oracle').with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('created_at', sa.DateTimeUTC(timezone=True), nullable=False),
     sa.Column('updated_at', sa.DateTimeUTC(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_catalog_model'))
@@ -102,6 +104,7 @@ def upgrade() -> None:
     sa.Column('origin', sa.String(length=16), nullable=False),
     sa.Column('source', sa.Text(), nullable=True),
     sa.Column('notes', sa.Text(), nullable=True),
+    sa.Column('spec', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'cockroachdb').with_variant(sa.ORA_JSONB(), 'oracle').with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('created_at', sa.DateTimeUTC(timezone=True), nullable=False),
     sa.Column('updated_at', sa.DateTimeUTC(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_catalog_quantization'))

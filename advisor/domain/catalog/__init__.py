@@ -1,0 +1,1 @@
+"""Catalog context: the shipped catalogs loaded into the database, plus entries users add."""

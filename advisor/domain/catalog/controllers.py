@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody, PathParameter
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from advisor.domain.catalog.services import KINDS, CatalogService
+from advisor.errors import NotFound
+
+KindParam = Annotated[str, PathParameter(description="hardware, models or quantizations")]
+
+
+def _kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise NotFound(f"unknown catalog {kind!r}; use hardware, models or quantizations", field="kind")
+    return kind
+
+
+class CatalogController(Controller):
+    path = "/catalog"
+    tags = ("catalog",)
+
+    @get("/{kind:str}", summary="List a catalog (hardware, models, quantizations) with aliases")
+    async def list_entries(
+        self, db_session: NamedDependency[AsyncSession], kind: KindParam
+    ) -> list[dict[str, Any]]:
+        service = CatalogService(db_session)
+        return service.listing(await service.current(), _kind(kind))
+
+    @get("/{kind:str}/{entry_id:str}", summary="One catalog entry by id or alias")
+    async def get_entry(
+        self, db_session: NamedDependency[AsyncSession], kind: KindParam, entry_id: FromPath[str]
+    ) -> dict[str, Any]:
+        service = CatalogService(db_session)
+        catalog = await service.current()
+        kind = _kind(kind)
+        if kind == "hardware":
+            spec_id = catalog.resolve_hardware(entry_id, field_prefix="entry_id").id
+        elif kind == "models":
+            spec_id = catalog.resolve_model(entry_id, field_prefix="entry_id")[0].id
+        else:
+            spec_id = catalog.resolve_quantization(entry_id, field_prefix="entry_id").id
+        return next(item for item in service.listing(catalog, kind) if item["id"] == spec_id)
+
+    @post(
+        "/{kind:str}",
+        summary="Add a custom entry (inline-spec form with an id; models may give a config.json)",
+    )
+    async def add_entry(
+        self, db_session: NamedDependency[AsyncSession], kind: KindParam, data: JSONBody[dict[str, Any]]
+    ) -> dict[str, Any]:
+        return await CatalogService(db_session).add(_kind(kind), data)

@@ -1,0 +1,150 @@
+"""What-if predictions: physics ceilings plus the expectation (fitted model, or the physics prior)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.canonical import Setup, Workload
+from advisor.domain.predictions.schemas import Band, HardwareRanking, PredictOut
+from advisor.errors import InvalidInput
+from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
+
+__all__ = ["predict", "rank_hardware"]
+
+
+def _band(ceiling: float | None, band: Any) -> Band:
+    if band is None:
+        return Band(ceiling=ceiling, expected=None, low=None, high=None)
+    return Band(ceiling=ceiling, expected=band.expected, low=band.low, high=band.high)
+
+
+def _int(value: float | None, default: int) -> int:
+    return round(value) if value is not None else default
+
+
+def _resolve(catalog: Any, setup: Setup) -> tuple[HardwareSpec, ModelSpec, QuantSpec, list[str]]:
+    notes: list[str] = []
+    if setup.hardware is None:
+        raise InvalidInput("required: a catalog id, an alias or an inline spec", field="setup.hardware")
+    if setup.model is None:
+        raise InvalidInput(
+            "required: a catalog id, a Hugging Face repo id or an inline spec", field="setup.model"
+        )
+    hw = catalog.resolve_hardware(setup.hardware, field_prefix="setup.hardware")
+    model, implied = catalog.resolve_model(setup.model, field_prefix="setup.model")
+    if setup.quantization is not None:
+        quant = catalog.resolve_quantization(setup.quantization, field_prefix="setup.quantization")
+    elif implied is not None:
+        quant = implied
+        notes.append(f"quantization {quant.id} implied by the model name")
+    else:
+        quant = catalog.resolve_quantization("bf16")
+        notes.append("no quantization given: assumed 16-bit weights (bf16)")
+    return hw, model, quant, notes
+
+
+def _roofline(
+    hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup, workload: Workload
+) -> Roofline:
+    engine = setup.engine_args or {}
+    gmu = engine.get("gpu_memory_utilization", 0.9)
+    return analyse(
+        hw,
+        model,
+        quant,
+        prompt_tokens=_int(workload.prompt_tokens_mean, 512),
+        output_tokens=_int(workload.output_tokens_mean, 128),
+        kv_depth_tokens=_int(workload.kv_depth_tokens, 0),
+        concurrency=max(1, _int(workload.concurrency, 1)),
+        tensor_parallel=setup.tensor_parallel or setup.gpu_count or 1,
+        kv_cache_dtype=setup.kv_cache_dtype or "auto",
+        gpu_memory_utilization=float(gmu) if isinstance(gmu, int | float) else 0.9,
+    )
+
+
+def predict(catalog: Any, setup: Setup, workload: Workload, expectations_fn: Any) -> PredictOut:
+    hw, model, quant, notes = _resolve(catalog, setup)
+    roofline = _roofline(hw, model, quant, setup, workload)
+    exp = expectations_fn(roofline, runtime=setup.runtime, hardware_kind=hw.kind)
+    if workload.prompt_tokens_mean is None:
+        notes.append("no prompt length given: assumed 512 tokens")
+    if roofline.prefill_tflops_estimated:
+        notes.append(f"{hw.id} publishes no matrix TFLOPS: the prefill ceiling uses an estimate")
+    decode = _band(roofline.decode_ceiling_batch_tok_s, exp.decode_tok_s)
+    concurrency = roofline.concurrency
+    throughput = Band(
+        ceiling=roofline.decode_aggregate_ceiling_tok_s,
+        expected=decode.expected * concurrency if decode.expected is not None else None,
+        low=decode.low * concurrency if decode.low is not None else None,
+        high=decode.high * concurrency if decode.high is not None else None,
+    )
+    return PredictOut(
+        decode_tok_s=decode,
+        prefill_tok_s=_band(roofline.prefill_ceiling_tok_s, exp.prefill_tok_s),
+        ttft_ms=_band(roofline.ttft_floor_ms, exp.ttft_ms),
+        itl_ms=_band(roofline.itl_floor_ms, exp.itl_ms),
+        output_throughput_tok_s=throughput,
+        weight_bytes=roofline.weight_bytes,
+        kv_bytes_per_token=roofline.kv_bytes_per_token,
+        kv_pool_tokens=roofline.kv_pool_tokens,
+        max_concurrent_sequences=roofline.max_concurrent_sequences,
+        fits_in_memory=roofline.fits_in_memory,
+        bound={"prefill": roofline.prefill_bound, "decode": roofline.decode_bound},
+        crossover_batch=roofline.crossover_batch,
+        model_version=exp.model_version,
+        expectation_source=exp.source,
+        resolved={"hardware": hw.id, "model": model.id, "quantization": quant.id},
+        notes=notes,
+    )
+
+
+def rank_hardware(
+    catalog: Any,
+    *,
+    model: str,
+    quantization: str | None,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int,
+    runtime: str | None,
+    expectations_fn: Any,
+) -> list[HardwareRanking]:
+    """Every catalog device ranked by expected decode (then prefill) for this model; devices where the
+    model does not fit are marked and ranked after those where it does."""
+    model_spec, implied = catalog.resolve_model(model, field_prefix="query.model")
+    if quantization:
+        quant = catalog.resolve_quantization(quantization, field_prefix="query.quantization")
+    else:
+        quant = implied or catalog.resolve_quantization("bf16")
+    workload = Workload(
+        prompt_tokens_mean=prompt_tokens, output_tokens_mean=output_tokens, concurrency=concurrency
+    )
+    rows = []
+    for hw in catalog.list_hardware():
+        roofline = _roofline(hw, model_spec, quant, Setup(runtime=runtime), workload)
+        exp = expectations_fn(roofline, runtime=runtime, hardware_kind=hw.kind)
+        rows.append((hw, roofline, exp))
+
+    def key(item: tuple[HardwareSpec, Roofline, Any]) -> tuple[int, float, float, str]:
+        hw, roofline, exp = item
+        decode = exp.decode_tok_s.expected if exp.decode_tok_s else roofline.decode_ceiling_batch_tok_s
+        prefill = exp.prefill_tok_s.expected if exp.prefill_tok_s else (roofline.prefill_ceiling_tok_s or 0.0)
+        return (0 if roofline.fits_in_memory is not False else 1, -decode, -prefill, hw.id)
+
+    rows.sort(key=key)
+    return [
+        HardwareRanking(
+            rank=i,
+            hardware=hw.id,
+            name=hw.name,
+            kind=hw.kind,
+            vendor=hw.vendor,
+            memory_gb=hw.memory_gb,
+            mem_bandwidth_gb_s=hw.mem_bandwidth_gb_s,
+            fits_in_memory=roofline.fits_in_memory,
+            decode_tok_s=_band(roofline.decode_ceiling_batch_tok_s, exp.decode_tok_s),
+            prefill_tok_s=_band(roofline.prefill_ceiling_tok_s, exp.prefill_tok_s),
+            ttft_ms=_band(roofline.ttft_floor_ms, exp.ttft_ms),
+        )
+        for i, (hw, roofline, exp) in enumerate(rows, start=1)
+    ]

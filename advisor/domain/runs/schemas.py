@@ -1,0 +1,83 @@
+"""Response shapes of the runs API (DESIGN §4). Request bodies are raw files or canonical runs,
+decoded by the ingest layer, so only the responses need schemas here."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+__all__ = ["BulkResult", "RecommendationOut", "RunOut", "RunPage", "RunResult", "StatusIn"]
+
+
+class RunOut(msgspec.Struct, kw_only=True):
+    """A stored run: the canonical document plus what advisor derived from it."""
+
+    id: int
+    deployment: str | None
+    measured_at: datetime
+    submitted_at: datetime
+    submitted_by: str | None
+    content_hash: str
+    verdict: str | None
+    setup: dict[str, Any]
+    workload: dict[str, Any]
+    metrics: dict[str, Any]
+    labels: dict[str, Any]
+    source: dict[str, Any]
+    efficiency: dict[str, float | None]
+    links: dict[str, str]
+
+
+class RecommendationOut(msgspec.Struct, kw_only=True):
+    """One ranked recommendation (DESIGN §4 shape) plus its stored id and status."""
+
+    id: int
+    rank: int
+    rule_id: str
+    name: str
+    action: str
+    phase: str | None
+    severity: str
+    score: float
+    title: str
+    evidence: list[Any]
+    fix: dict[str, Any]
+    expected_gain: dict[str, Any] | None
+    confidence: float | None
+    status: str
+    status_note: str | None
+    status_changed_at: datetime | None
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class RunResult(msgspec.Struct, kw_only=True):
+    """What POST /runs and POST /advise return for one run."""
+
+    run: RunOut | dict[str, Any]
+    verdict: str
+    recommendations: list[dict[str, Any]]
+    expectations: dict[str, Any]
+    created: bool = True
+
+
+class RunPage(msgspec.Struct, kw_only=True):
+    items: list[RunOut]
+    total: int
+    limit: int
+    next_cursor: str | None
+
+
+class BulkResult(msgspec.Struct, kw_only=True):
+    received: int
+    created: int
+    existing: int
+    run_ids: list[int]
+
+
+class StatusIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """PATCH body for a recommendation."""
+
+    status: str
+    note: str | None = None

@@ -1,0 +1,330 @@
+"""Runs: storing, finding and listing measured runs. Ingestion is one transaction and idempotent."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from advanced_alchemy.repository import SQLAlchemyAsyncRepository
+from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
+from sqlalchemy import Select, and_, func, insert, or_, select
+from sqlalchemy.exc import IntegrityError
+
+from advisor.canonical import CanonicalRun, run_to_builtins
+from advisor.db.models import METRIC_COLUMNS, Deployment, RawPayload, Recommendation, Run
+from advisor.domain.runs.schemas import RunOut
+from advisor.errors import InvalidInput, NotFound
+
+__all__ = ["RawPayloadService", "RunFilters", "RunService", "run_columns", "run_to_canonical", "run_to_out"]
+
+_CANONICAL_KEYS = ("setup", "workload", "metrics", "labels", "source")
+
+
+def _path(doc: dict[str, Any], dotted: str) -> Any:
+    node: Any = doc
+    for part in dotted.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def run_columns(
+    run: CanonicalRun,
+    *,
+    hardware_id: str | None,
+    model_id: str | None,
+    quantization_id: str | None,
+) -> dict[str, Any]:
+    """The typed columns and JSON documents of a run row."""
+    doc = run_to_builtins(run)
+    setup = run.setup
+    values: dict[str, Any] = {
+        "runtime": setup.runtime,
+        "runtime_version": setup.runtime_version,
+        "hardware_id": hardware_id,
+        "model_id": model_id,
+        "quantization_id": quantization_id,
+        "gpu_count": setup.gpu_count,
+        "tensor_parallel": setup.tensor_parallel,
+        "kv_cache_dtype": setup.kv_cache_dtype,
+        "max_model_len": setup.max_model_len,
+        "source_format": run.source.format,
+        "setup": doc.get("setup", {}),
+        "workload": doc.get("workload", {}),
+        "metrics": doc.get("metrics", {}),
+        "labels": doc.get("labels", {}),
+        "source": doc.get("source", {}),
+    }
+    for column, dotted in METRIC_COLUMNS:
+        value = _path(doc, dotted)
+        values[column] = (
+            int(value)
+            if column in ("requests_completed", "requests_failed", "num_requests") and value is not None
+            else value
+        )
+    return values
+
+
+def run_to_canonical(row: Run) -> CanonicalRun:
+    doc: dict[str, Any] = {key: getattr(row, key) or {} for key in _CANONICAL_KEYS}
+    doc["measured_at"] = row.measured_at
+    doc["deployment"] = row.deployment.name if row.deployment is not None else None
+    return msgspec.convert(doc, CanonicalRun, strict=False)
+
+
+def run_to_out(row: Run) -> RunOut:
+    analysis = row.analysis or {}
+    return RunOut(
+        id=row.id,
+        deployment=row.deployment.name if row.deployment is not None else None,
+        measured_at=row.measured_at,
+        submitted_at=row.created_at,
+        submitted_by=row.submitted_by,
+        content_hash=row.content_hash,
+        verdict=row.verdict,
+        setup=row.setup or {},
+        workload=row.workload or {},
+        metrics=row.metrics or {},
+        labels=row.labels or {},
+        source=row.source or {},
+        efficiency={
+            "decode_bandwidth_utilisation": row.decode_efficiency,
+            "prefill_mfu": row.prefill_efficiency,
+            **{k: v for k, v in (analysis.get("efficiency") or {}).items() if k not in ("decode", "prefill")},
+        },
+        links={
+            "self": f"/api/v1/runs/{row.id}",
+            "raw": f"/api/v1/runs/{row.id}/raw",
+            "recommendations": f"/api/v1/runs/{row.id}/recommendations",
+        },
+    )
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    deployment: str | None = None
+    runtime: str | None = None
+    hardware: str | None = None
+    model: str | None = None
+    quantization: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    verdict: str | None = None
+
+
+def _encode_cursor(row: Run) -> str:
+    return base64.urlsafe_b64encode(f"{row.measured_at.isoformat()}|{row.id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    try:
+        stamp, ident = base64.urlsafe_b64decode(cursor.encode()).decode().rsplit("|", 1)
+        return datetime.fromisoformat(stamp), int(ident)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidInput("not a cursor this API returned", field="query.cursor") from exc
+
+
+class RawPayloadService(SQLAlchemyAsyncRepositoryService[RawPayload]):
+    class Repo(SQLAlchemyAsyncRepository[RawPayload]):
+        model_type = RawPayload
+
+    repository_type = Repo
+
+    async def store(
+        self, data: bytes, *, content_type: str | None, file_name: str | None, format_id: str | None
+    ) -> RawPayload:
+        """The stored payload for these bytes (deduplicated by SHA-256), in the open transaction."""
+        digest = hashlib.sha256(data).hexdigest()
+        existing = await self.get_one_or_none(RawPayload.sha256 == digest)
+        if existing is not None:
+            return existing
+        return await self.create(
+            RawPayload(
+                sha256=digest,
+                content_type=content_type,
+                file_name=file_name,
+                format=format_id,
+                size=len(data),
+                encoding="zlib",
+                data=zlib.compress(data, 6),
+            ),
+            auto_commit=False,
+        )
+
+    @staticmethod
+    def decompress(payload: RawPayload) -> bytes:
+        return zlib.decompress(payload.data) if payload.encoding == "zlib" else payload.data
+
+
+class RunService(SQLAlchemyAsyncRepositoryService[Run]):
+    """Stored runs."""
+
+    class Repo(SQLAlchemyAsyncRepository[Run]):
+        model_type = Run
+
+    repository_type = Repo
+
+    async def get_run(self, run_id: int) -> Run:
+        row = await self.get_one_or_none(Run.id == run_id)
+        if row is None:
+            raise NotFound(f"no run with id {run_id}", field="id")
+        return row
+
+    async def by_hashes(self, hashes: list[str]) -> dict[str, Run]:
+        if not hashes:
+            return {}
+        found: dict[str, Run] = {}
+        session = self.repository.session
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start : start + 500]
+            rows = (await session.execute(select(Run).where(Run.content_hash.in_(chunk)))).scalars()
+            found.update({row.content_hash: row for row in rows})
+        return found
+
+    async def existing_hashes(self, hashes: list[str]) -> set[str]:
+        session = self.repository.session
+        found: set[str] = set()
+        for start in range(0, len(hashes), 500):
+            chunk = hashes[start : start + 500]
+            found.update(
+                (await session.execute(select(Run.content_hash).where(Run.content_hash.in_(chunk)))).scalars()
+            )
+        return found
+
+    async def by_idempotency_keys(self, keys: list[str]) -> list[Run]:
+        rows = await self.repository.session.execute(
+            select(Run).where(Run.idempotency_key.in_(keys)).order_by(Run.source_index)
+        )
+        return list(rows.scalars())
+
+    async def insert_run(self, values: dict[str, Any]) -> Run:
+        row = Run(**values)
+        self.repository.session.add(row)
+        await self.repository.session.flush()
+        return row
+
+    async def insert_many(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Core executemany insert: the bulk path skips ORM unit-of-work bookkeeping on purpose."""
+        if not rows:
+            return []
+        session = self.repository.session
+        now = datetime.now(UTC)
+        for row in rows:
+            row.setdefault("created_at", now)
+            row.setdefault("updated_at", now)
+        await session.execute(insert(Run), rows)
+        hashes = [row["content_hash"] for row in rows]
+        ids = {
+            h: i
+            for h, i in (
+                await session.execute(select(Run.content_hash, Run.id).where(Run.content_hash.in_(hashes)))
+            ).all()
+        }
+        return [ids[h] for h in hashes]
+
+    async def add_recommendations(self, run_id: int, recommendations: list[dict[str, Any]]) -> None:
+        session = self.repository.session
+        for rank, rec in enumerate(recommendations, start=1):
+            session.add(recommendation_row(run_id, rank, rec))
+        await session.flush()
+
+    async def recommendations(self, run_id: int) -> list[Recommendation]:
+        rows = await self.repository.session.execute(
+            select(Recommendation).where(Recommendation.run_id == run_id).order_by(Recommendation.rank)
+        )
+        return list(rows.scalars())
+
+    async def baseline(
+        self, run: Run | None, *, deployment_id: int | None, values: dict[str, Any], limit: int = 20
+    ) -> list[CanonicalRun]:
+        """Recent comparable runs of the same deployment: same runtime, hardware, model, quantization
+        and concurrency, measured before this one."""
+        if deployment_id is None:
+            return []
+        conditions = [Run.deployment_id == deployment_id]
+        for column in ("runtime", "hardware_id", "model_id", "quantization_id", "concurrency"):
+            value = values.get(column)
+            attr = getattr(Run, column)
+            conditions.append(attr.is_(None) if value is None else attr == value)
+        measured_at = values.get("measured_at")
+        if measured_at is not None:
+            conditions.append(Run.measured_at < measured_at)
+        if run is not None:
+            conditions.append(Run.id != run.id)
+        stmt = select(Run).where(and_(*conditions)).order_by(Run.measured_at.desc()).limit(limit)
+        rows = (await self.repository.session.execute(stmt)).scalars()
+        return [run_to_canonical(row) for row in rows]
+
+    def _filtered(self, stmt: Select[Any], filters: RunFilters) -> Select[Any]:
+        if filters.deployment is not None:
+            stmt = stmt.join(Deployment, Run.deployment_id == Deployment.id).where(
+                Deployment.name == filters.deployment
+            )
+        for column, value in (
+            (Run.runtime, filters.runtime),
+            (Run.hardware_id, filters.hardware),
+            (Run.model_id, filters.model),
+            (Run.quantization_id, filters.quantization),
+            (Run.verdict, filters.verdict),
+        ):
+            if value is not None:
+                stmt = stmt.where(column == value)
+        if filters.since is not None:
+            stmt = stmt.where(Run.measured_at >= filters.since)
+        if filters.until is not None:
+            stmt = stmt.where(Run.measured_at < filters.until)
+        return stmt
+
+    async def page(
+        self, filters: RunFilters, *, limit: int, cursor: str | None
+    ) -> tuple[list[Run], int, str | None]:
+        """Newest first, keyset-paginated on (measured_at, id), with the filtered total."""
+        session = self.repository.session
+        total = int((await session.execute(self._filtered(select(func.count(Run.id)), filters))).scalar_one())
+        stmt = self._filtered(select(Run), filters)
+        if cursor:
+            stamp, ident = _decode_cursor(cursor)
+            stmt = stmt.where(or_(Run.measured_at < stamp, and_(Run.measured_at == stamp, Run.id < ident)))
+        stmt = stmt.order_by(Run.measured_at.desc(), Run.id.desc()).limit(limit + 1)
+        rows = list((await session.execute(stmt)).scalars())
+        next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+        return rows[:limit], total, next_cursor
+
+
+def recommendation_row(run_id: int, rank: int, rec: dict[str, Any]) -> Recommendation:
+    from advisor.rules.severity import Severity
+
+    severity = str(rec.get("severity", "none"))
+    known = {
+        "rule_id", "name", "action", "phase", "severity", "score", "title",
+        "evidence", "fix", "expected_gain", "confidence",
+    }  # fmt: skip
+    return Recommendation(
+        run_id=run_id,
+        rank=rank,
+        rule_id=str(rec["rule_id"]),
+        name=str(rec.get("name", "")),
+        action=str(rec["action"]),
+        phase=rec.get("phase"),
+        severity=severity,
+        severity_level=int(Severity.from_label(severity)),
+        score=float(rec.get("score", 0.0)),
+        confidence=rec.get("confidence"),
+        title=str(rec.get("title", "")),
+        evidence=list(rec.get("evidence", [])),
+        fix=dict(rec.get("fix", {})),
+        expected_gain=rec.get("expected_gain"),
+        body={k: v for k, v in rec.items() if k not in known},
+        status="open",
+    )
+
+
+def is_integrity_error(exc: BaseException) -> bool:
+    return isinstance(exc, IntegrityError) or type(exc).__name__ in ("IntegrityError", "DuplicateKeyError")
