@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+from advisor.rules import whatif
+from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.config import Spec
+from advisor.rules.context import RunContext
+from advisor.rules.severity import Severity
+
+
+class KvQuantWithoutFlashAttention(Rule):
+    """A quantized KV cache is configured with flash attention off, so it is not in effect.
+
+    ## Why is this bad?
+    Ollama and llama.cpp can store the KV cache in q8_0 or q4_0 only when flash attention is on.
+    Ollama silently falls back to f16 when ``OLLAMA_FLASH_ATTENTION=0`` (or the backend lacks it),
+    so the memory the setting was meant to save is not saved: the context or parallelism the
+    deployment was sized for may not fit, and layers spill to the CPU. llama.cpp refuses a
+    quantized V cache without ``-fa``.
+
+    ## Fix
+    Turn flash attention on (``OLLAMA_FLASH_ATTENTION=1``; llama.cpp ``-fa on``) together with the
+    KV type, or drop the KV setting if flash attention cannot be used on this backend.
+
+    ## Example
+    ``OLLAMA_KV_CACHE_TYPE=q8_0`` with ``OLLAMA_FLASH_ATTENTION=0``: the KV cache stays in f16 and
+    takes twice the memory the deployment was planned with.
+    """
+
+    id = "CFG003"
+    name = "config.kv_quant_without_flash_attention"
+    action = "fix-serving-stack"
+    phase = Phase.CONFIG
+    # A binary misconfiguration: there is no measured value to grade, so no thresholds.
+    thresholds: ClassVar[tuple[Spec, ...]] = ()
+
+    def evaluate(self, ctx: RunContext) -> Finding | None:
+        if ctx.runtime not in ("ollama", "llamacpp"):
+            return None
+        e = ctx.engine
+        if (
+            e.kv_cache_16bit is not False
+            or not e.kv_cache_dtype.explicit
+            or e.flash_attention.value is not False
+        ):
+            return None
+        gain: Gain | None = None
+        cur = ctx.roofline
+        if cur is not None and cur.kv_pool_tokens:
+            sixteen = whatif.reanalyse(ctx, kv_cache_dtype="fp16")
+            if sixteen is not None and sixteen.kv_pool_tokens:
+                # What the setting was meant to give, against what f16 actually gives.
+                gain = Gain("kv_pool_tokens", float(sixteen.kv_pool_tokens), float(cur.kv_pool_tokens))
+        fa_name = e.flash_attention.arg or "flash_attention"
+        return Finding(
+            severity=Severity.MODERATE,
+            title=(
+                f"KV cache type {e.kv_cache_dtype.value} is set but flash attention is off, so the KV "
+                "cache stays in 16 bits"
+            ),
+            evidence=(
+                Evidence(
+                    e.kv_cache_dtype.arg or "kv_cache_type",
+                    e.kv_cache_dtype.value or "",
+                    "needs flash attention",
+                    "run",
+                ),
+                Evidence(fa_name, False, "true", "run"),
+            ),
+            fix={
+                "ollama": "OLLAMA_FLASH_ATTENTION=1 (required for OLLAMA_KV_CACHE_TYPE to take effect).",
+                "llamacpp": "-fa on (a quantized V cache needs flash attention).",
+            },
+            expected_gain=gain,
+            confidence=0.8 if ctx.runtime == "ollama" else 0.6,
+        )

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
+from advisor.rules.context import RunContext
+from advisor.rules.helpers import fmt
+from advisor.rules.severity import Severity
+
+#: Ollama's default num_ctx over the years; a prompt of exactly this length was likely cut to it.
+_OLLAMA_DEFAULT_CONTEXTS = (2048.0, 4096.0, 8192.0)
+
+
+class ContextWindowTruncatesPrompt(Rule):
+    """The context window is smaller than the prompts, so they are silently truncated.
+
+    ## Why is this bad?
+    Ollama cuts a prompt that does not fit ``num_ctx`` (2,048 or 4,096 tokens by default in many
+    releases) without an error: the model answers without the beginning of the conversation,
+    usually the system prompt. llama.cpp gives each of its ``-np`` slots ``-c / -np`` tokens, so
+    raising parallelism quietly shrinks every slot's window. Latency looks fine; the answers are
+    not.
+
+    ## Fix
+    Raise the window to cover prompt + output: Ollama ``"num_ctx"`` in the request options or
+    ``OLLAMA_CONTEXT_LENGTH``; llama.cpp ``-c`` = slots × per-slot window. Memory grows with it
+    (``num_ctx × OLLAMA_NUM_PARALLEL``); an 8-bit KV cache halves it.
+
+    ## Example
+    Ollama with the default context and 6,000-token RAG prompts: ``prompt_eval_count`` is exactly
+    4,096 on every request.
+    """
+
+    id = "CFG004"
+    name = "config.context_window_truncates_prompt"
+    action = "fix-serving-stack"
+    phase = Phase.CONFIG
+    thresholds: ClassVar[tuple[Spec, ...]] = (
+        ThresholdSpec("fill", ascending=True, unit="ratio", doc="(prompt + output) ÷ context window"),
+        ParamSpec(
+            "exact_tolerance",
+            unit="ratio",
+            doc="a prompt this close to a default window counts as cut to it",
+            minimum=0,
+            maximum=0.1,
+        ),
+    )
+
+    def evaluate(self, ctx: RunContext) -> Finding | None:
+        if ctx.runtime not in ("ollama", "llamacpp"):
+            return None
+        prompt = ctx.measured.prompt_tokens
+        if not prompt:
+            return None
+        output = ctx.measured.output_tokens or 0.0
+        knob = ctx.engine.context_length
+        if knob.value:
+            window = float(knob.value)
+            fill = (prompt + output) / window
+            severity = self.t("fill").severity_of(fill)
+            confidence, inferred = 0.8, False
+        else:
+            tol = self.p("exact_tolerance")
+            hit = next(
+                (
+                    w
+                    for w in _OLLAMA_DEFAULT_CONTEXTS
+                    if ctx.runtime == "ollama" and abs(prompt - w) <= tol * w
+                ),
+                None,
+            )
+            if hit is None:
+                return None
+            window, fill = hit, (prompt + output) / hit
+            severity, confidence, inferred = Severity.MODERATE, 0.5, True
+        needed = int(2 ** (int(prompt + output - 1).bit_length()))
+        slots = ctx.engine.max_num_seqs.value or 1
+        return Finding(
+            severity=severity,
+            title=(
+                f"Prompts of {fmt(prompt)} tokens {'match' if inferred else 'fill'} a "
+                f"{fmt(window)}-token context window"
+                + (
+                    " (a default): they were probably cut"
+                    if inferred
+                    else f" to {fill:.0%}: long ones are truncated"
+                )
+            ),
+            evidence=(
+                Evidence(
+                    "workload.prompt_tokens_mean",
+                    prompt,
+                    f"< {fmt(window)} with room for {fmt(output)} output tokens",
+                    "run",
+                ),
+                Evidence(
+                    knob.arg or "num_ctx",
+                    knob.describe() if knob.known else f"{fmt(window)} (inferred default)",
+                    f">= {needed}",
+                    "run",
+                ),
+            ),
+            fix={
+                "ollama": (
+                    f'"num_ctx": {needed} in the request options (or OLLAMA_CONTEXT_LENGTH={needed}); '
+                    "memory grows with num_ctx × OLLAMA_NUM_PARALLEL."
+                ),
+                "llamacpp": f"-c {needed * slots} for -np {slots} (each slot gets -c / -np = {needed}).",
+            },
+            expected_gain=None,
+            confidence=confidence,
+        )

@@ -1,0 +1,3 @@
+"""CFG rules (config). One rule per module, named by its ID; discovered by advisor.rules.registry."""
+
+__all__: list[str] = []

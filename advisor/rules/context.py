@@ -1,0 +1,569 @@
+"""The frozen input of every rule: the run, what it resolves to, the physics and the expectations.
+
+:func:`build_context` is pure: it resolves names through the catalog (an unresolvable name is
+recorded in ``missing``, never raised: the API validates names before it gets here), computes the
+roofline, asks the expectations function for bands, and summarises comparable earlier runs into a
+:class:`Baseline`. Rules read only this.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from advisor.canonical import SLO, CanonicalRun, Percentiles
+from advisor.errors import AdvisorError
+from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
+from advisor.rules.knobs import EngineConfig, engine_config
+
+if TYPE_CHECKING:
+    from advisor.catalog import Catalog
+    from advisor.ml.expectations import Expectations
+
+__all__ = [
+    "BASELINE_METRICS",
+    "SUPPLY_HINTS",
+    "Baseline",
+    "ExpectationsFn",
+    "Measured",
+    "MetricBaseline",
+    "MissingField",
+    "RunContext",
+    "build_baseline",
+    "build_context",
+    "comparable",
+    "measure",
+    "metric_value",
+    "normalise_kv_dtype",
+]
+
+ExpectationsFn = Callable[..., "Expectations"]
+
+#: How a user supplies each field the advisor may miss (DESIGN §4: deployment and setup come via
+#: query, headers or a wrapper; the CLI has matching options).
+SUPPLY_HINTS: dict[str, str] = {
+    "setup.hardware": (
+        "set setup.hardware (a catalog id such as nvidia-a10g, or an inline spec "
+        '{"mem_bandwidth_gb_s": ..., "memory_gb": ..., "fp16_tflops": ...}); with a native file use '
+        "?hardware=<id> on POST /api/v1/runs, the X-Advisor-Hardware header, or `advisor submit "
+        "--hardware <id>`"
+    ),
+    "setup.model": (
+        "set setup.model (a catalog id, a Hugging Face repo id, an inline spec with params_b and the "
+        "attention shape, or a config.json body); with a native file use ?model=<id>, the X-Advisor-Model "
+        "header, or `advisor submit --model <id>`"
+    ),
+    "setup.quantization": (
+        'set setup.quantization (bf16, fp8, awq-int4-g128, Q4_K_M, or {"bits_per_weight": 4.5}); with a '
+        "native file use ?quantization=<id>, the X-Advisor-Quantization header, or `advisor submit "
+        "--quantization <id>`"
+    ),
+    "setup.runtime": (
+        "set setup.runtime (vllm, sglang, tgi, trtllm, ollama, llamacpp, mlx); with a native file use "
+        "?runtime=<name>, the X-Advisor-Runtime header, or `advisor submit --runtime <name>`"
+    ),
+    "workload.prompt_tokens_mean": (
+        "set workload.prompt_tokens_mean (mean prompt length in tokens; benchmark tools report it as "
+        "input length)"
+    ),
+    "workload.concurrency": (
+        "set workload.concurrency (streams in flight), or workload.request_rate with metrics.e2e_ms, or the "
+        "server's metrics.running_mean from /metrics"
+    ),
+    "metrics.decode_tok_s": (
+        "report metrics.decode_tok_s (per-sequence decode speed) or metrics.tpot_ms / metrics.itl_ms; Ollama "
+        "gives it as eval_count / eval_duration"
+    ),
+}
+
+#: Metrics a baseline summarises: path → True when higher is better.
+BASELINE_METRICS: dict[str, bool] = {
+    "decode_tok_s": True,
+    "prefill_tok_s": True,
+    "output_throughput_tok_s": True,
+    "request_throughput_rps": True,
+    "ttft_ms.p50": False,
+    "ttft_ms.p99": False,
+    "itl_ms.p50": False,
+    "itl_ms.p99": False,
+    "tpot_ms.p50": False,
+    "tpot_ms.p99": False,
+    "e2e_ms.p50": False,
+}
+
+_KV_DTYPES = {
+    "auto": "auto",
+    "fp16": "fp16",
+    "f16": "fp16",
+    "float16": "fp16",
+    "half": "fp16",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "fp32": "fp32",
+    "f32": "fp32",
+    "float32": "fp32",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e4m3fn": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+    "int8": "int8",
+    "q8_0": "q8_0",
+    "q5_1": "q5_1",
+    "q5_0": "q5_0",
+    "q4_1": "q4_1",
+    "q4_0": "q4_0",
+    "iq4_nl": "iq4_nl",
+}
+
+
+def normalise_kv_dtype(dtype: str | None) -> str:
+    """A KV-cache dtype spelling → the physics' key; unknown spellings count as ``auto`` (16 bit)."""
+    if not dtype:
+        return "auto"
+    return _KV_DTYPES.get(dtype.strip().lower(), "auto")
+
+
+@dataclass(frozen=True, slots=True)
+class MissingField:
+    """A field whose absence blocks part of the diagnosis, and how to supply it."""
+
+    field: str
+    reason: str
+    blocks: str
+    how: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"field": self.field, "reason": self.reason, "blocks": self.blocks, "how": self.how}
+
+
+@dataclass(frozen=True, slots=True)
+class MetricBaseline:
+    """One metric over the baseline runs: median and a robust spread (1.4826 × MAD ≈ σ)."""
+
+    median: float
+    spread: float
+    n: int
+    higher_is_better: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A summary of ``n`` comparable earlier runs of the same deployment and setup."""
+
+    n: int
+    metrics: Mapping[str, MetricBaseline]
+
+    def get(self, metric: str) -> MetricBaseline | None:
+        return self.metrics.get(metric)
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """Values rules need that the canonical run may give in several ways, derived once.
+
+    ``decode_tok_s`` is per sequence: ``metrics.decode_tok_s``, else 1000 / TPOT, else 1000 / ITL
+    (never from end-to-end per token, which includes TTFT; FORMATS.md §9.2). ``concurrency`` is the
+    number of sequences decoding together: the server's running mean, the offered concurrency, or
+    Little's law (rate × mean latency).
+    """
+
+    decode_tok_s: float | None
+    decode_source: str | None
+    prefill_tok_s: float | None
+    prompt_tokens: float | None
+    output_tokens: float | None
+    concurrency: float | None
+    concurrency_source: str | None
+    n_requests: int | None
+    uncached_prompt_tokens: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """Everything a rule may read. Frozen; built by :func:`build_context`."""
+
+    run: CanonicalRun
+    hardware: HardwareSpec | None
+    model: ModelSpec | None
+    quant: QuantSpec | None
+    runtime: str | None
+    slo: SLO | None
+    baseline: Baseline | None
+    roofline: Roofline | None
+    expectations: Expectations | None
+    missing: tuple[MissingField, ...]
+    engine: EngineConfig
+    measured: Measured
+    #: For what-if predictions (e.g. the same model on other hardware). Not part of equality.
+    catalog: Catalog | None = field(default=None, compare=False, repr=False)
+    expectations_fn: ExpectationsFn | None = field(default=None, compare=False, repr=False)
+
+    def metric(self, path: str) -> float | None:
+        """A metric by dotted path (``ttft_ms.p99``, ``decode_tok_s``); derived values first."""
+        if path == "decode_tok_s":
+            return self.measured.decode_tok_s
+        if path == "prefill_tok_s":
+            return self.measured.prefill_tok_s
+        return metric_value(self.run, path)
+
+    @property
+    def bits_per_weight(self) -> float | None:
+        return self.quant.bits_per_weight if self.quant is not None else None
+
+    def is_missing(self, field_path: str) -> bool:
+        return any(m.field == field_path for m in self.missing)
+
+
+def metric_value(run: CanonicalRun, path: str) -> float | None:
+    """``"ttft_ms.p99"`` → ``run.metrics.ttft_ms.p99``; ``"queue_waiting_mean"`` → the scalar."""
+    head, _, tail = path.partition(".")
+    value: Any = getattr(run.metrics, head, None)
+    if tail:
+        value = getattr(value, tail, None) if isinstance(value, Percentiles) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _first(p: Percentiles, *keys: str) -> tuple[float, str] | None:
+    for key in keys:
+        value = getattr(p, key)
+        if value is not None and value > 0:
+            return float(value), key
+    return None
+
+
+def measure(run: CanonicalRun) -> Measured:
+    """Derive :class:`Measured` from a canonical run."""
+    m, w = run.metrics, run.workload
+    decode: float | None = None
+    decode_source: str | None = None
+    if m.decode_tok_s is not None and m.decode_tok_s > 0:
+        decode, decode_source = m.decode_tok_s, "metrics.decode_tok_s"
+    else:
+        for name in ("tpot_ms", "itl_ms"):
+            hit = _first(getattr(m, name), "mean", "p50")
+            if hit is not None:
+                decode, decode_source = 1000.0 / hit[0], f"1000 / {name}.{hit[1]}"
+                break
+
+    concurrency: float | None = None
+    concurrency_source: str | None = None
+    if m.running_mean is not None and m.running_mean > 0:
+        concurrency, concurrency_source = m.running_mean, "metrics.running_mean"
+    elif w.concurrency is not None and w.concurrency > 0:
+        concurrency, concurrency_source = w.concurrency, "workload.concurrency"
+    elif w.request_rate is not None and w.request_rate > 0 and (e2e := _first(m.e2e_ms, "mean", "p50")):
+        # Little's law: sequences in flight = arrival rate × time each spends in the system.
+        concurrency, concurrency_source = max(1.0, w.request_rate * e2e[0] / 1000.0), "request_rate × e2e_ms"
+    elif w.num_requests == 1 or m.requests_completed == 1:
+        concurrency, concurrency_source = 1.0, "single request"
+
+    n_requests = m.requests_completed if m.requests_completed is not None else w.num_requests
+
+    prefill = m.prefill_tok_s if m.prefill_tok_s is not None and m.prefill_tok_s > 0 else None
+    prompt = w.prompt_tokens_mean if w.prompt_tokens_mean else None
+    uncached = prompt
+    if prompt is not None:
+        if m.cached_prompt_tokens_mean is not None:
+            uncached = max(prompt - m.cached_prompt_tokens_mean, 0.0)
+        elif m.prefix_cache_hit_rate is not None:
+            uncached = prompt * (1.0 - m.prefix_cache_hit_rate)
+    return Measured(
+        decode_tok_s=decode,
+        decode_source=decode_source,
+        prefill_tok_s=prefill,
+        prompt_tokens=prompt,
+        output_tokens=w.output_tokens_mean if w.output_tokens_mean else None,
+        concurrency=concurrency,
+        concurrency_source=concurrency_source,
+        n_requests=n_requests,
+        uncached_prompt_tokens=uncached,
+    )
+
+
+def _setup_key(run: CanonicalRun) -> tuple[Any, ...]:
+    s = run.setup
+
+    def norm(v: str | dict[str, Any] | None) -> Any:
+        if isinstance(v, str):
+            return v.strip().lower()
+        if isinstance(v, dict):
+            return tuple(sorted((k, repr(x)) for k, x in v.items()))
+        return v
+
+    # runtime_version is deliberately *not* part of the key: an engine upgrade that slows the
+    # same deployment down is exactly the regression a baseline must catch.
+    return (
+        (run.deployment or "").lower(),
+        s.runtime,
+        norm(s.hardware),
+        norm(s.model),
+        norm(s.quantization),
+        s.tensor_parallel or 1,
+        s.gpu_count or 1,
+        normalise_kv_dtype(s.kv_cache_dtype),
+    )
+
+
+def _close(a: float | None, b: float | None, tolerance: float) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if a == b:
+        return True
+    return abs(a - b) <= tolerance * max(abs(a), abs(b))
+
+
+def comparable(run: CanonicalRun, other: CanonicalRun, *, tolerance: float = 0.25) -> bool:
+    """Same deployment and setup, and a workload within ``tolerance`` (prompt and output length,
+    concurrency): a baseline of different traffic is no baseline."""
+    if _setup_key(run) != _setup_key(other):
+        return False
+    a, b = run.workload, other.workload
+    return (
+        _close(a.prompt_tokens_mean, b.prompt_tokens_mean, tolerance)
+        and _close(a.output_tokens_mean, b.output_tokens_mean, tolerance)
+        and _close(a.concurrency, b.concurrency, tolerance)
+        and _close(a.request_rate, b.request_rate, tolerance)
+    )
+
+
+def _robust(values: Sequence[float]) -> tuple[float, float]:
+    """Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate)."""
+    med = statistics.median(values)
+    mad = statistics.median([abs(v - med) for v in values])
+    return med, 1.4826 * mad
+
+
+def build_baseline(
+    runs: Iterable[CanonicalRun],
+    *,
+    current: CanonicalRun | None = None,
+    max_runs: int = 20,
+    min_runs: int = 3,
+) -> Baseline | None:
+    """Summarise the most recent ``max_runs`` runs comparable with ``current`` (all given runs
+    when ``current`` is None) that were measured before it. None with fewer than ``min_runs``."""
+    pool = list(runs)
+    if current is not None:
+        pool = [r for r in pool if r is not current and comparable(current, r)]
+        if current.measured_at is not None:
+            pool = [r for r in pool if r.measured_at is None or r.measured_at < current.measured_at]
+    # Most recent first; runs without a timestamp keep their given order, after dated ones.
+    dated = sorted((r for r in pool if r.measured_at is not None), key=lambda r: r.measured_at, reverse=True)  # type: ignore[arg-type, return-value]
+    undated = [r for r in pool if r.measured_at is None]
+    chosen = (dated + undated)[:max_runs]
+    if len(chosen) < min_runs:
+        return None
+    measured = [measure(r) for r in chosen]
+    metrics: dict[str, MetricBaseline] = {}
+    for path, higher in BASELINE_METRICS.items():
+        values: list[float] = []
+        for run, meas in zip(chosen, measured, strict=True):
+            v = meas.decode_tok_s if path == "decode_tok_s" else metric_value(run, path)
+            if v is not None and math.isfinite(v):
+                values.append(v)
+        if len(values) >= min_runs:
+            med, spread = _robust(values)
+            metrics[path] = MetricBaseline(med, spread, len(values), higher)
+    return Baseline(len(chosen), metrics)
+
+
+def _resolve(catalog: Catalog, kind: str, value: Any) -> tuple[Any, str | None]:
+    """``(spec, None)`` or ``(None, reason)``; never raises for a bad name."""
+    resolver = getattr(catalog, f"resolve_{kind}")
+    try:
+        return resolver(value), None
+    except AdvisorError as exc:
+        return None, exc.detail
+    except (ValueError, KeyError, LookupError, TypeError) as exc:
+        return None, str(exc)
+
+
+def _concurrency_for_physics(measured: Measured, engine: EngineConfig) -> int:
+    c = measured.concurrency or 1.0
+    if engine.max_num_seqs.value and engine.max_num_seqs.value > 0:
+        c = min(c, float(engine.max_num_seqs.value))
+    return max(1, round(c))
+
+
+def build_context(
+    run: CanonicalRun,
+    *,
+    catalog: Catalog | None = None,
+    slo: SLO | None = None,
+    baseline_runs: Iterable[CanonicalRun] = (),
+    expectations_fn: ExpectationsFn | None = None,
+) -> RunContext:
+    """Resolve, compute the physics and the expectations, and freeze it all for the rules.
+
+    ``slo`` wins over ``run.slo``. ``expectations_fn(roofline, runtime=..., hardware_kind=...)``
+    defaults to :func:`advisor.ml.prior.prior_expectations`.
+    """
+    if catalog is None:
+        from advisor.catalog import Catalog
+
+        catalog = Catalog.default()
+    if expectations_fn is None:
+        from advisor.ml.prior import prior_expectations
+
+        expectations_fn = prior_expectations
+
+    setup = run.setup
+    missing: list[MissingField] = []
+    specs: dict[str, Any] = {}
+    blocks = {
+        "hardware": "the decode and prefill ceilings, the KV pool and every expectation",
+        "model": "weight and KV bytes, so every ceiling and the KV pool",
+        "quantization": "the bytes per weight, so every ceiling and the quantization advice",
+    }
+    implied_quant: QuantSpec | None = None
+    for kind in ("hardware", "model", "quantization"):
+        value = getattr(setup, kind)
+        path = f"setup.{kind}"
+        if value is None or (isinstance(value, str) and not value.strip()):
+            if kind == "quantization" and implied_quant is not None:
+                specs[kind] = implied_quant  # the model name says it: "…-AWQ", "llama3.1:8b-instruct-q8_0"
+                continue
+            missing.append(MissingField(path, f"no {kind} given", blocks[kind], SUPPLY_HINTS[path]))
+            specs[kind] = None
+            continue
+        spec, reason = _resolve(catalog, kind, value)
+        if spec is None:
+            missing.append(MissingField(path, reason or f"unknown {kind}", blocks[kind], SUPPLY_HINTS[path]))
+        elif kind == "model" and isinstance(spec, tuple):
+            spec, implied_quant = spec
+        specs[kind] = spec
+    hardware: HardwareSpec | None = specs["hardware"]
+    model: ModelSpec | None = specs["model"]
+    quant: QuantSpec | None = specs["quantization"]
+
+    if setup.runtime is None:
+        missing.append(
+            MissingField(
+                "setup.runtime",
+                "no runtime given",
+                "runtime-specific fixes and the runtime's expected efficiency",
+                SUPPLY_HINTS["setup.runtime"],
+            )
+        )
+
+    measured = measure(run)
+    engine = engine_config(run, hardware)
+    metrics = run.metrics
+    if measured.prompt_tokens is None and not metrics.ttft_ms.is_empty():
+        missing.append(
+            MissingField(
+                "workload.prompt_tokens_mean",
+                "TTFT is reported but not the prompt length",
+                "the TTFT floor and every prefill finding",
+                SUPPLY_HINTS["workload.prompt_tokens_mean"],
+            )
+        )
+    if measured.concurrency is None and measured.decode_tok_s is not None and (measured.n_requests or 0) > 1:
+        missing.append(
+            MissingField(
+                "workload.concurrency",
+                "the run has many requests but no concurrency, rate or running count",
+                "the per-stream decode ceiling (batching lowers it), so how far decode is from it",
+                SUPPLY_HINTS["workload.concurrency"],
+            )
+        )
+    if measured.decode_tok_s is None and (metrics.ttft_ms.p50 is not None or metrics.e2e_ms.p50 is not None):
+        missing.append(
+            MissingField(
+                "metrics.decode_tok_s",
+                "no decode speed, TPOT or ITL is reported",
+                "every decode finding",
+                SUPPLY_HINTS["metrics.decode_tok_s"],
+            )
+        )
+
+    roofline: Roofline | None = None
+    if hardware is not None and model is not None and quant is not None:
+        try:
+            roofline = analyse(
+                hardware,
+                model,
+                quant,
+                prompt_tokens=round(measured.prompt_tokens) if measured.prompt_tokens else None,
+                output_tokens=round(measured.output_tokens) if measured.output_tokens else None,
+                kv_depth_tokens=round(run.workload.kv_depth_tokens or 0),
+                concurrency=_concurrency_for_physics(measured, engine),
+                tensor_parallel=setup.tensor_parallel or 1,
+                kv_cache_dtype=_kv_dtype(catalog, engine.kv_cache_dtype.value),
+                gpu_memory_utilization=_memory_fraction(engine),
+            )
+        except ValueError as exc:
+            missing.append(
+                MissingField(
+                    "setup",
+                    f"the physics cannot use this setup: {exc}",
+                    "every ceiling",
+                    "check the inline specs",
+                )
+            )
+
+    expectations: Expectations | None = None
+    if roofline is not None and hardware is not None:
+        expectations = _expect(expectations_fn, roofline, setup.runtime, hardware)
+
+    baseline = build_baseline(baseline_runs, current=run)
+    return RunContext(
+        run=run,
+        hardware=hardware,
+        model=model,
+        quant=quant,
+        runtime=setup.runtime,
+        slo=slo if slo is not None else run.slo,
+        baseline=baseline,
+        roofline=roofline,
+        expectations=expectations,
+        missing=tuple(missing),
+        engine=engine,
+        measured=measured,
+        catalog=catalog,
+        expectations_fn=expectations_fn,
+    )
+
+
+def _kv_dtype(catalog: Catalog, value: str | None) -> str:
+    """The catalog's KV-dtype aliases first (they know ``fp8_e4m3fn``, ``q8_0``, …); an unknown
+    spelling counts as the model's 16-bit dtype rather than blocking the physics."""
+    resolve = getattr(catalog, "resolve_kv_cache_dtype", None)
+    if resolve is not None:
+        try:
+            resolved = resolve(value)
+        except (AdvisorError, ValueError, KeyError, LookupError, TypeError):
+            return normalise_kv_dtype(value)
+        if isinstance(resolved, str):
+            return resolved
+    return normalise_kv_dtype(value)
+
+
+def _memory_fraction(engine: EngineConfig) -> float:
+    value = engine.memory_fraction.value
+    # TensorRT-LLM's fraction is of the memory left *after* weights, not of the device; the
+    # physics models vLLM's meaning, so keep its default there rather than misread it.
+    if value is None or engine.memory_fraction.arg in {
+        "kv_cache_free_gpu_memory_fraction",
+        "free_gpu_memory_fraction",
+    }:
+        return 0.9
+    return min(max(value, 0.05), 1.0)
+
+
+def _expect(
+    fn: ExpectationsFn | None, roofline: Roofline, runtime: str | None, hardware: HardwareSpec
+) -> Expectations | None:
+    if fn is None:
+        return None
+    try:
+        return fn(roofline, runtime=runtime or "other", hardware_kind=hardware.kind)
+    except (ValueError, KeyError, LookupError, TypeError, ArithmeticError):
+        # Expectations refine findings; a model that cannot answer for an odd setup must not
+        # take the physics-based findings down with it.
+        return None

@@ -1,0 +1,97 @@
+""" "Does it matter" severities shared by the rules (Dr. Elephant's damping).
+
+A rule's raw severity says how far a value is from healthy; these caps say whether anyone would
+feel it. The finding's severity is the ``min`` of both (:func:`advisor.rules.severity.damp`).
+The limits live in the ``[common]`` section of ``rules/thresholds.toml``.
+"""
+
+from __future__ import annotations
+
+from advisor.rules.base import Gain
+from advisor.rules.config import RuleConfig, ThresholdSpec
+from advisor.rules.context import RunContext
+from advisor.rules.severity import Severity
+
+__all__ = ["COMMON_SPECS", "SLO_METRICS", "gain_cap", "sample_cap", "slo_cap", "slo_ratio"]
+
+COMMON_SPECS: tuple[ThresholdSpec, ...] = (
+    ThresholdSpec(
+        "gain_relative",
+        ascending=True,
+        unit="ratio",
+        doc="|relative| size of a finding's expected gain; caps its severity (a 3 % gap is never critical)",
+    ),
+    ThresholdSpec(
+        "tail_samples",
+        ascending=False,
+        unit="requests",
+        doc="requests behind a p99; fewer is a less reliable tail, which caps tail-based findings",
+    ),
+    ThresholdSpec(
+        "slo_ratio",
+        ascending=True,
+        unit="ratio",
+        doc=(
+            "found ÷ objective (objective ÷ found for minimums); caps findings on that metric (met "
+            "comfortably → low)"
+        ),
+    ),
+)
+
+#: SLO field → (metric path, True when the objective is a maximum).
+SLO_METRICS: dict[str, tuple[str, bool]] = {
+    "ttft_p50_ms": ("ttft_ms.p50", True),
+    "ttft_p99_ms": ("ttft_ms.p99", True),
+    "itl_p50_ms": ("itl_ms.p50", True),
+    "itl_p99_ms": ("itl_ms.p99", True),
+    "tpot_p99_ms": ("tpot_ms.p99", True),
+    "e2e_p99_ms": ("e2e_ms.p99", True),
+    "decode_tok_s_min": ("decode_tok_s", False),
+    "output_throughput_tok_s_min": ("output_throughput_tok_s", False),
+}
+
+
+def gain_cap(common: RuleConfig, gain: Gain | None) -> Severity | None:
+    """Cap by the size of the expected gain; None (no cap) when the finding predicts none."""
+    if gain is None:
+        return None
+    return common.t("gain_relative").severity_of(abs(gain.relative))
+
+
+def sample_cap(common: RuleConfig, n: int | None) -> Severity:
+    """Cap for a finding that rests on a tail percentile measured over ``n`` requests.
+
+    ``tail_samples`` grades how thin the sample is (descending: fewer is worse); the cap is the
+    complement, so 20 requests (severe thinness) allow at most ``low``. Unknown ``n`` allows
+    ``moderate``: a tail of unknown support is not evidence for a severe finding.
+    """
+    if n is None:
+        return Severity.MODERATE
+    thin = common.t("tail_samples").severity_of(float(n))
+    return Severity(Severity.CRITICAL - thin)
+
+
+def slo_ratio(ctx: RunContext, objective: str) -> float | None:
+    """found ÷ target for a maximum objective, target ÷ found for a minimum; None when either is
+    absent (no SLO set, or the metric was not measured)."""
+    if ctx.slo is None:
+        return None
+    target: float | None = getattr(ctx.slo, objective, None)
+    path, is_max = SLO_METRICS[objective]
+    found = ctx.metric(path)
+    if target is None or found is None or target <= 0 or found <= 0:
+        return None
+    return found / target if is_max else target / found
+
+
+def slo_cap(ctx: RunContext, common: RuleConfig, *objectives: str) -> Severity | None:
+    """Cap from the deployment's SLOs on the metric a finding would improve.
+
+    With no SLO on any of ``objectives``: None (the rule's own absolute limits apply). Otherwise
+    the worst ratio's grade, but at least ``low``: an SLO met comfortably leaves a finding as a
+    low-severity note, a breached one lets it through.
+    """
+    ratios = [r for o in objectives if (r := slo_ratio(ctx, o)) is not None]
+    if not ratios:
+        return None
+    return max(Severity.LOW, common.t("slo_ratio").severity_of(max(ratios)))

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
+from advisor.rules.context import RunContext
+from advisor.rules.helpers import decode_efficiency, fmt, matter_cap
+from advisor.rules.severity import damp
+
+DECODE_OBJECTIVES = ("decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms")
+
+
+class FarBelowCeiling(Rule):
+    """Decode runs far below what the memory bandwidth allows.
+
+    ## Why is this bad?
+    The bandwidth ceiling (bandwidth ÷ bytes read per token, at the run's batch size) is what the
+    hardware can do; well-configured engines reach 60-85 % of it. A run far below means time goes
+    somewhere other than reading weights: CPU launch overhead without CUDA graphs (eager mode),
+    weights offloaded to CPU memory because the model does not fit, a CPU fallback, a slow
+    attention backend, or power and clock limits. Buying a faster GPU would not fix any of these.
+
+    ## Fix
+    Fix the serving stack before changing hardware or weights: drop ``--enforce-eager``, keep every
+    layer on the GPU (``-ngl 999``, no ``--cpu-offload-gb``; quantize or shard if it does not fit),
+    check that the GPU backend is actually in use, and compare with a known-good version.
+
+    ## Example
+    Llama-3.1-8B bf16 on an A100 80GB with ``--enforce-eager``: 48 tok/s against a 127 tok/s
+    ceiling (38 %); with CUDA graphs about 100 tok/s.
+    """
+
+    id = "DEC002"
+    name = "decode.far_below_ceiling"
+    action = "fix-serving-stack"
+    phase = Phase.DECODE
+    supersedes: ClassVar[tuple[str, ...]] = ("REG001",)
+    thresholds: ClassVar[tuple[Spec, ...]] = (
+        ThresholdSpec(
+            "efficiency",
+            ascending=False,
+            unit="ratio",
+            doc="measured ÷ per-stream decode ceiling; lower is worse",
+        ),
+        ThresholdSpec(
+            "decode_tok_s",
+            ascending=False,
+            unit="tok/s",
+            doc="per-stream decode slow enough to matter (no decode SLO)",
+        ),
+        ParamSpec(
+            "healthy_efficiency",
+            unit="ratio",
+            doc="efficiency assumed after the fix when no expectation is available",
+            minimum=0.1,
+            maximum=1,
+        ),
+    )
+
+    def evaluate(self, ctx: RunContext) -> Finding | None:
+        eff = decode_efficiency(ctx)
+        decode = ctx.measured.decode_tok_s
+        cur = ctx.roofline
+        if eff is None or decode is None or cur is None or ctx.engine.speculative.value:
+            return None
+        if ctx.measured.concurrency is None and (ctx.measured.n_requests or 0) > 1:
+            return None  # the per-stream ceiling depends on the batch, which is unknown
+        causes = self._causes(ctx)
+        severity = damp(
+            self.t("efficiency").severity_of(eff),
+            matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
+        )
+        target = cur.decode_ceiling_batch_tok_s * self.p("healthy_efficiency")
+        band = getattr(ctx.expectations, "decode_tok_s", None) if ctx.expectations is not None else None
+        expected = getattr(band, "expected", None)
+        if isinstance(expected, int | float) and expected > 0:
+            target = float(expected)
+        if target <= decode:
+            return None
+        cause_text = (
+            "; ".join(text for text, _ in causes) if causes else "no cause is visible in the run's settings"
+        )
+        fix = self._fix(ctx, causes)
+        return Finding(
+            severity=severity,
+            title=(
+                f"Decode reaches only {eff:.0%} of the {fmt(cur.decode_ceiling_batch_tok_s, 'tok/s')} "
+                "bandwidth ceiling "
+                f"({fmt(decode, 'tok/s')}): {cause_text}"
+            ),
+            evidence=(
+                Evidence(
+                    "decode_tok_s",
+                    decode,
+                    f"≈ {fmt(target)} ({self.p('healthy_efficiency'):.0%}+ of the ceiling)",
+                    "physics",
+                ),
+                Evidence(
+                    "decode_ceiling_tok_s",
+                    cur.decode_ceiling_batch_tok_s,
+                    f"at batch {cur.concurrency}",
+                    "physics",
+                ),
+                *(Evidence(arg, value, expected_text, "run") for _, (arg, value, expected_text) in causes),
+            ),
+            fix=fix,
+            expected_gain=Gain("decode_tok_s", decode, target),
+            confidence=0.7 if causes else 0.45,
+        )
+
+    @staticmethod
+    def _causes(ctx: RunContext) -> list[tuple[str, tuple[str, str | float | bool, str]]]:
+        """(explanation, (setting, value, expected)) for each visible cause."""
+        e = ctx.engine
+        out: list[tuple[str, tuple[str, str | float | bool, str]]] = []
+        if e.enforce_eager.value is True:
+            out.append(
+                (
+                    "eager mode (no CUDA graphs) adds CPU overhead to every step",
+                    (e.enforce_eager.arg or "enforce_eager", True, "false"),
+                )
+            )
+        if e.cpu_offload_gb.value:
+            out.append(
+                (
+                    f"{fmt(e.cpu_offload_gb.value)} GB of weights are read from CPU memory every step",
+                    (e.cpu_offload_gb.arg or "cpu_offload_gb", e.cpu_offload_gb.value, "0"),
+                )
+            )
+        layers = ctx.model.num_hidden_layers if ctx.model is not None else None
+        ngl = e.n_gpu_layers.value
+        if ngl is not None and layers and ngl < layers:
+            what = (
+                "the whole model runs on the CPU"
+                if ngl == 0
+                else f"only {ngl} of {layers} layers are on the GPU"
+            )
+            out.append((what, (e.n_gpu_layers.arg or "n_gpu_layers", float(ngl), f">= {layers}")))
+        elif ctx.roofline is not None and ctx.roofline.fits_in_memory is False and not e.cpu_offload_gb.value:
+            out.append(
+                (
+                    "the model does not fit in device memory, so part of it must be offloaded",
+                    ("fits_in_memory", False, "true"),
+                )
+            )
+        return out
+
+    @staticmethod
+    def _fix(
+        ctx: RunContext, causes: list[tuple[str, tuple[str, str | float | bool, str]]]
+    ) -> dict[str, str]:
+        names = {arg for _, (arg, _v, _x) in causes}
+        vllm, sglang, ollama, llamacpp = [], [], [], []
+        if names & {"enforce_eager", "disable_cuda_graph"}:
+            vllm.append("remove --enforce-eager (CUDA graphs cut per-step launch overhead)")
+            sglang.append("remove --disable-cuda-graph")
+        if "cpu_offload_gb" in names or "fits_in_memory" in names:
+            vllm.append(
+                "remove --cpu-offload-gb and fit the model with --tensor-parallel-size N or a "
+                "quantized checkpoint"
+            )
+            sglang.append("fit the model on the GPUs with --tp-size N or a quantized checkpoint")
+            ollama.append(
+                "the model does not fit in VRAM so layers run on the CPU (see `ollama ps`): use a "
+                "smaller quantization or a lower num_ctx"
+            )
+        if names & {"n_gpu_layers", "ngl", "gpu_layers", "num_gpu"}:
+            llamacpp.append(
+                "-ngl 999 to keep every layer on the GPU (check the build has the "
+                "CUDA/Metal/ROCm/Vulkan backend)"
+            )
+            ollama.append(
+                "let Ollama offload every layer (do not set num_gpu below the layer count; check "
+                "`ollama ps` shows 100% GPU)"
+            )
+        generic = (
+            "Check CUDA graphs are on, no weights are offloaded, the GPU backend is in use, no other "
+            "process shares the GPU, "
+            "and clocks are not power-capped (nvidia-smi -q -d CLOCK); compare with the previous "
+            "engine version."
+        )
+        out = {"other": generic}
+        for key, items in (("vllm", vllm), ("sglang", sglang), ("ollama", ollama), ("llamacpp", llamacpp)):
+            if items:
+                out[key] = "; ".join(items) + "."
+        return out

@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+from advisor.errors import AdvisorError
+from advisor.physics import ModelSpec
+from advisor.rules import fixes, whatif
+from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
+from advisor.rules.context import RunContext
+from advisor.rules.helpers import decode_efficiency, fmt, matter_cap
+from advisor.rules.severity import damp
+
+DECODE_OBJECTIVES = ("decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms")
+
+
+class QuantizationExhausted(Rule):
+    """Decode is near the ceiling with weights already quantized to ~4 bits.
+
+    ## Why is this bad?
+    With 4-bit weights and decode close to the bandwidth ceiling, neither the serving stack nor
+    the weights have much left to give: the bytes per token are already small and the stack already
+    streams them near the memory's speed. Further speed has to come from reading fewer bytes
+    (a smaller model), producing more than one token per weight read (speculative decoding), or
+    more bandwidth (a device whose spec-sheet GB/s is higher; compute does not matter here).
+
+    ## Fix
+    In order of cost: speculative decoding (an n-gram or EAGLE draft), a smaller model of the same
+    family, or hardware with more memory bandwidth. The finding names the catalog devices that
+    would decode at least 30 % faster and their predicted tok/s.
+
+    ## Example
+    Llama-3.1-8B Q4_K_M on an RTX 4090 (1,008 GB/s): 165 tok/s against a 206 tok/s ceiling. An RTX
+    5090 (1,792 GB/s) would give about 290 tok/s.
+    """
+
+    id = "DEC004"
+    name = "decode.quantization_exhausted"
+    action = "upgrade-bandwidth"
+    actions: ClassVar[tuple[str, ...]] = ("smaller-model", "speculative-decoding")
+    phase = Phase.DECODE
+    thresholds: ClassVar[tuple[Spec, ...]] = (
+        ThresholdSpec("efficiency", ascending=True, unit="ratio", doc="measured ÷ per-stream decode ceiling"),
+        ThresholdSpec(
+            "decode_tok_s",
+            ascending=False,
+            unit="tok/s",
+            doc="per-stream decode slow enough to matter (no decode SLO)",
+        ),
+        ParamSpec(
+            "max_bits",
+            unit="bits",
+            doc="weights at or below this many bits count as already quantized",
+            minimum=2,
+        ),
+        ParamSpec("max_efficiency", unit="ratio", doc="above this the physics is wrong (MEAS006)", minimum=1),
+        ParamSpec(
+            "min_upgrade",
+            unit="ratio",
+            doc="smallest predicted decode speed-up worth naming a device for",
+            minimum=1,
+        ),
+    )
+
+    def evaluate(self, ctx: RunContext) -> Finding | None:
+        eff = decode_efficiency(ctx)
+        bits = ctx.bits_per_weight
+        decode = ctx.measured.decode_tok_s
+        cur = ctx.roofline
+        if eff is None or bits is None or decode is None or cur is None or ctx.engine.speculative.value:
+            return None
+        if bits > self.p("max_bits") or eff > self.p("max_efficiency") or cur.decode_bound != "bandwidth":
+            return None
+        severity = damp(
+            self.t("efficiency").severity_of(eff),
+            matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
+        )
+        if not severity:
+            return None  # hardware search is the costliest what-if: skip it when nothing fires
+        vendors = ("nvidia",) if ctx.runtime == "trtllm" else None
+        options = whatif.hardware_options(ctx, min_ratio=self.p("min_upgrade"), vendors=vendors)
+        smaller = self._smaller_model(ctx)
+        lines: list[str] = []
+        if options:
+            listed = ", ".join(
+                f"{o.hardware.name} ({fmt(o.hardware.mem_bandwidth_gb_s)} GB/s) ≈ "
+                f"{fmt(o.decode_tok_s, 'tok/s')}"
+                for o in options
+            )
+            lines.append(f"More bandwidth: {listed}.")
+        if smaller is not None:
+            lines.append(
+                f"A smaller model: {smaller[0].id} ≈ {fmt(smaller[1], 'tok/s')} at the same quantization."
+            )
+        spec = fixes.speculative_decoding()
+        fix = {key: " ".join([*lines, f"Speculative decoding: {text}"]) for key, text in spec.items()}
+        if options:
+            action, to = "upgrade-bandwidth", options[0].decode_tok_s
+        elif smaller is not None:
+            action, to = "smaller-model", smaller[1]
+        else:
+            action, to = "speculative-decoding", decode * 1.5
+        headline = (
+            f"; {options[0].hardware.name} would give about {fmt(options[0].decode_tok_s, 'tok/s')}"
+            if options
+            else ""
+        )
+        return Finding(
+            severity=severity,
+            title=(
+                f"Decode is at {eff:.0%} of the ceiling with {fmt(bits)}-bit weights: quantization is "
+                "exhausted"
+                f"{headline}"
+            ),
+            evidence=(
+                Evidence(
+                    "decode_tok_s", decode, f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)", "physics"
+                ),
+                Evidence("bits_per_weight", bits, f"<= {fmt(self.p('max_bits'))} (already quantized)", "run"),
+                Evidence(
+                    "mem_bandwidth_gb_s", cur.mem_bandwidth_gb_s, "decode speed scales with it", "physics"
+                ),
+            ),
+            fix=fix,
+            expected_gain=Gain("decode_tok_s", decode, to),
+            confidence=0.6 if options else 0.5 if smaller is not None else 0.3,
+            action=action,
+            details={
+                "hardware_options": [o.to_dict() for o in options],
+                "smaller_model": {"model": smaller[0].id, "decode_tok_s": round(smaller[1], 1)}
+                if smaller
+                else None,
+            },
+        )
+
+    @staticmethod
+    def _smaller_model(ctx: RunContext) -> tuple[ModelSpec, float] | None:
+        """The largest catalog model of the same family with at most 60 % of the active params."""
+        model, catalog, decode = ctx.model, ctx.catalog, ctx.measured.decode_tok_s
+        if model is None or catalog is None or decode is None or not model.family:
+            return None
+        try:
+            models = list(catalog.list_models())
+        except (AdvisorError, ValueError, KeyError, LookupError, TypeError, AttributeError):
+            return None
+        same = [
+            m
+            for m in models
+            if isinstance(m, ModelSpec)
+            and m.family == model.family
+            and m.active_params_b <= 0.6 * model.active_params_b
+        ]
+        if not same:
+            return None
+        best = max(same, key=lambda m: (m.active_params_b, m.id))
+        new = whatif.reanalyse(ctx, model=best)
+        ratio = whatif.decode_ratio(ctx, new) if new is not None else None
+        return (best, decode * ratio) if ratio else None

@@ -1,0 +1,305 @@
+"""Evaluate the rules on a :class:`RunContext`, rank the findings and decide the verdict.
+
+Ranking (DESIGN §5): severity, then score = severity × size of the expected gain × confidence,
+then rule ID, so the same run always gives the same order. Silence is a feature: findings below
+``low`` are dropped (and listed in ``findings_suppressed``), and every severity is damped by the
+size of its own expected gain, so a healthy run shows nothing above ``low``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from advisor.rules.base import ACTIONS, FIX_KEYS, Evidence, Finding, Gain, Rule, Status
+from advisor.rules.context import MissingField, RunContext
+from advisor.rules.damping import SLO_METRICS, gain_cap
+from advisor.rules.registry import docs_url, get_rules
+from advisor.rules.severity import Severity, damp
+
+__all__ = ["Advice", "Recommendation", "SloCheck", "Suppressed", "Verdict", "advise", "check_slos", "score"]
+
+logger = logging.getLogger(__name__)
+
+Verdict = Literal["pass", "warn", "fail"]
+
+#: A gain of ×4 (or ÷4) counts as the largest size in the score; bigger ones do not rank higher.
+_FULL_GAIN = math.log(4.0)
+#: Size assumed for findings that predict no number (measurement quality, missing fields).
+_UNKNOWN_GAIN_SIZE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """A ranked finding in the public shape of DESIGN §4."""
+
+    rule_id: str
+    name: str
+    action: str
+    phase: str
+    severity: Severity
+    score: float
+    title: str
+    evidence: tuple[Evidence, ...]
+    fix: Mapping[str, str]
+    fix_for_runtime: str | None
+    runtime: str | None
+    expected_gain: Gain | None
+    confidence: float
+    docs: str
+    status: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rule_id": self.rule_id,
+            "name": self.name,
+            "action": self.action,
+            "phase": self.phase,
+            "severity": self.severity.label,
+            "score": self.score,
+            "title": self.title,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "fix": dict(self.fix),
+            "fix_for_runtime": self.fix_for_runtime,
+            "runtime": self.runtime,
+            "expected_gain": self.expected_gain.to_dict() if self.expected_gain else None,
+            "confidence": round(self.confidence, 2),
+            "docs": self.docs,
+            "status": self.status,
+        }
+        if self.details:
+            out["details"] = dict(self.details)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Suppressed:
+    """A finding that was evaluated but not recommended, and why."""
+
+    rule_id: str
+    severity: Severity
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"rule_id": self.rule_id, "severity": self.severity.label, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class SloCheck:
+    """One objective of the deployment against the run. ``met`` is None when not measured."""
+
+    objective: str
+    metric: str
+    target: float
+    found: float | None
+    met: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "objective": self.objective,
+            "metric": self.metric,
+            "target": self.target,
+            "found": self.found,
+            "met": self.met,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """What :func:`advise` returns; :meth:`to_dict` is the API's ``{verdict, recommendations,
+    expectations}`` plus the reasons for the verdict, the SLO checks and the missing fields."""
+
+    verdict: Verdict
+    recommendations: tuple[Recommendation, ...]
+    expectations: Any
+    findings_suppressed: tuple[Suppressed, ...] = ()
+    verdict_reasons: tuple[str, ...] = ()
+    slo: tuple[SloCheck, ...] = ()
+    missing: tuple[MissingField, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "recommendations": [r.to_dict() for r in self.recommendations],
+            "expectations": _expectations_dict(self.expectations),
+            "verdict_reasons": list(self.verdict_reasons),
+            "slo": [s.to_dict() for s in self.slo],
+            "missing": [m.to_dict() for m in self.missing],
+        }
+
+
+def _expectations_dict(exp: Any) -> dict[str, Any] | None:
+    if exp is None:
+        return None
+    to_dict = getattr(exp, "to_dict", None)
+    if callable(to_dict):
+        result = to_dict()
+        return dict(result) if isinstance(result, Mapping) else None
+    if dataclasses.is_dataclass(exp) and not isinstance(exp, type):
+        return dataclasses.asdict(exp)
+    return None
+
+
+def score(severity: Severity, gain: Gain | None, confidence: float) -> float:
+    """severity (0..1) × size of the expected gain (0..1, ×4 is full size) × confidence."""
+    size = min(1.0, gain.size / _FULL_GAIN) if gain is not None else _UNKNOWN_GAIN_SIZE
+    return round((int(severity) / 4.0) * size * max(0.0, min(1.0, confidence)), 3)
+
+
+def check_slos(ctx: RunContext) -> tuple[SloCheck, ...]:
+    """Every objective the deployment sets, measured or not."""
+    if ctx.slo is None:
+        return ()
+    checks: list[SloCheck] = []
+    for objective, (path, is_max) in SLO_METRICS.items():
+        target = getattr(ctx.slo, objective, None)
+        if target is None:
+            continue
+        found = ctx.metric(path)
+        met = None if found is None else (found <= target if is_max else found >= target)
+        checks.append(SloCheck(objective, path, float(target), found, met))
+    return tuple(checks)
+
+
+def _order_fix(fix: Mapping[str, str], runtime: str | None) -> tuple[dict[str, str], str | None]:
+    ordered: dict[str, str] = {}
+    if runtime and runtime in fix:
+        ordered[runtime] = fix[runtime]
+    for key in FIX_KEYS:
+        if key in fix and key not in ordered:
+            ordered[key] = fix[key]
+    for key, text in fix.items():  # keys outside the known runtimes keep their place at the end
+        ordered.setdefault(key, text)
+    own = fix.get(runtime) if runtime else None
+    return ordered, own if own is not None else fix.get("other")
+
+
+def _recommend(rule: Rule, finding: Finding, severity: Severity, runtime: str | None) -> Recommendation:
+    action = finding.action or rule.action
+    if action not in rule.all_actions or action not in ACTIONS:
+        raise ValueError(
+            f"{rule.id} returned action {action!r}, not one it declares ({', '.join(rule.all_actions)})"
+        )
+    fix, own = _order_fix(finding.fix, runtime)
+    confidence = max(0.0, min(1.0, finding.confidence))
+    return Recommendation(
+        rule_id=rule.id,
+        name=rule.name,
+        action=action,
+        phase=str(rule.phase),
+        severity=severity,
+        score=score(severity, finding.expected_gain, confidence),
+        title=finding.title,
+        evidence=finding.evidence,
+        fix=fix,
+        fix_for_runtime=own,
+        runtime=runtime,
+        expected_gain=finding.expected_gain,
+        confidence=confidence,
+        docs=docs_url(rule.id),
+        status=str(rule.status),
+        details=finding.details,
+    )
+
+
+def advise(
+    ctx: RunContext,
+    *,
+    rules: Sequence[Rule] | None = None,
+    min_severity: Severity = Severity.LOW,
+    strict: bool = False,
+) -> Advice:
+    """Run ``rules`` (default: every registered rule) on ``ctx`` and rank what they find.
+
+    ``strict`` re-raises a rule's exception (tests); otherwise a failing rule is logged and listed
+    as suppressed, so one bug cannot take the whole analysis down.
+
+    Verdict: ``fail`` when an SLO is breached, or a stable rule fires at or above its declared
+    ``fails_verdict_at`` (a regression beyond noise, a benchmark whose requests failed); ``warn``
+    when a stable rule's finding is ``moderate`` or worse; ``pass`` otherwise. Preview rules are
+    reported but never move the verdict.
+    """
+    active = tuple(rules) if rules is not None else get_rules()
+    fired: list[tuple[Rule, Finding, Severity]] = []
+    suppressed: list[Suppressed] = []
+    for rule in active:
+        try:
+            finding = rule.evaluate(ctx)
+        except Exception as exc:
+            if strict:
+                raise
+            logger.exception("rule %s failed", rule.id)
+            suppressed.append(Suppressed(rule.id, Severity.NONE, f"error: {type(exc).__name__}: {exc}"))
+            continue
+        if finding is None:
+            continue
+        severity = (
+            damp(finding.severity, gain_cap(rule.common, finding.expected_gain))
+            if rule.damp_by_gain
+            else finding.severity
+        )
+        if severity < min_severity:
+            suppressed.append(Suppressed(rule.id, severity, "below-threshold"))
+            continue
+        fired.append((rule, finding, severity))
+
+    superseded: dict[str, str] = {}
+    for rule, _finding, _severity in fired:
+        for victim in rule.supersedes:
+            superseded.setdefault(victim, rule.id)
+    recommendations: list[Recommendation] = []
+    verdict_reasons: list[str] = []
+    fail = False
+    for rule, finding, severity in fired:
+        if rule.id in superseded:
+            suppressed.append(Suppressed(rule.id, severity, f"superseded-by:{superseded[rule.id]}"))
+            continue
+        try:
+            recommendations.append(_recommend(rule, finding, severity, ctx.runtime))
+        except ValueError:
+            if strict:
+                raise
+            logger.exception("rule %s returned a malformed finding", rule.id)
+            suppressed.append(Suppressed(rule.id, severity, "error: malformed finding"))
+            continue
+        threshold = rule.fails_verdict_at
+        if rule.status == Status.STABLE and threshold is not None and severity >= threshold:
+            fail = True
+            verdict_reasons.append(f"{rule.id} {rule.name}: {finding.title}")
+
+    slo = check_slos(ctx)
+    for check in slo:
+        if check.met is False:
+            fail = True
+            verb = "above" if SLO_METRICS[check.objective][1] else "below"
+            verdict_reasons.append(
+                f"SLO {check.objective}: {check.metric} {check.found:g} is {verb} the objective "
+                f"{check.target:g}"
+            )
+
+    recommendations.sort(key=lambda r: (-int(r.severity), -r.score, r.rule_id))
+    stable_moderate = [
+        r for r in recommendations if r.status == Status.STABLE and r.severity >= Severity.MODERATE
+    ]
+    verdict: Verdict
+    if fail:
+        verdict = "fail"
+    elif stable_moderate:
+        verdict = "warn"
+        verdict_reasons.extend(f"{r.rule_id} {r.name} is {r.severity.label}" for r in stable_moderate)
+    else:
+        verdict = "pass"
+    return Advice(
+        verdict=verdict,
+        recommendations=tuple(recommendations),
+        expectations=ctx.expectations,
+        findings_suppressed=tuple(suppressed),
+        verdict_reasons=tuple(verdict_reasons),
+        slo=slo,
+        missing=ctx.missing,
+    )

@@ -1,0 +1,415 @@
+"""One view of the serving configuration across runtimes (FORMATS.md §8).
+
+``setup.engine_args`` arrive spelled the way each runtime spells them (``max_num_batched_tokens``,
+``--chunked-prefill-size``, ``OLLAMA_NUM_PARALLEL``, ``-np``). Rules reason about the *concept*
+(the prefill token budget, the number of concurrent sequences), so this module maps the spellings
+onto one :class:`EngineConfig`, filling the runtime's documented default where the run gives none
+and remembering which it was, so evidence can say "(default)".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from advisor.canonical import CanonicalRun
+from advisor.physics.specs import HardwareSpec
+
+__all__ = [
+    "KNOB_NAMES",
+    "EngineConfig",
+    "Knob",
+    "engine_config",
+    "knob_name",
+    "normalise_key",
+    "parse_version",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Knob(Generic[T]):
+    """A setting: its value (None = unknown), whether the run gave it, and under which name."""
+
+    value: T | None = None
+    explicit: bool = False
+    arg: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+    def describe(self) -> str:
+        """``"2048"`` or ``"2048 (default)"`` for evidence."""
+        if self.value is None:
+            return "unknown"
+        text = (
+            str(self.value).lower()
+            if isinstance(self.value, bool)
+            else f"{self.value:g}"
+            if isinstance(self.value, float)
+            else str(self.value)
+        )
+        return text if self.explicit else f"{text} (default)"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """The knobs rules reason about, whatever the runtime calls them.
+
+    * ``batched_tokens``: tokens one scheduler step may process (vLLM ``max_num_batched_tokens``,
+      SGLang ``chunked_prefill_size``, TGI ``max_batch_prefill_tokens``, TensorRT-LLM
+      ``max_num_tokens``, llama.cpp ``-b``).
+    * ``max_num_seqs``: sequences decoded together (vLLM ``max_num_seqs``, SGLang
+      ``max_running_requests``, TGI/TensorRT-LLM ``max_batch_size``, Ollama ``OLLAMA_NUM_PARALLEL``,
+      llama.cpp ``-np``).
+    * ``memory_fraction``: device memory the engine may claim (vLLM ``gpu_memory_utilization``,
+      SGLang ``mem_fraction_static``, TGI ``cuda_memory_fraction``, TensorRT-LLM
+      ``free_gpu_memory_fraction``; the last is a fraction of the memory *left after weights*).
+    * ``context_length``: the per-sequence context limit (vLLM ``max_model_len``, Ollama
+      ``num_ctx``; llama.cpp ``-c`` is shared by the slots, so it is divided by ``-np``).
+    """
+
+    runtime: str | None
+    prefix_caching: Knob[bool]
+    chunked_prefill: Knob[bool]
+    batched_tokens: Knob[int]
+    max_num_seqs: Knob[int]
+    memory_fraction: Knob[float]
+    kv_cache_dtype: Knob[str]
+    enforce_eager: Knob[bool]
+    cpu_offload_gb: Knob[float]
+    n_gpu_layers: Knob[int]
+    flash_attention: Knob[bool]
+    context_length: Knob[int]
+    speculative: Knob[bool]
+    disaggregated: Knob[bool]
+    keep_alive: Knob[str]
+
+    @property
+    def kv_cache_16bit(self) -> bool | None:
+        """Whether the KV cache is stored in 16 bits (``auto`` = model dtype, almost always 16)."""
+        dtype = self.kv_cache_dtype.value
+        if dtype is None:
+            return None
+        return dtype.lower() in {"auto", "f16", "fp16", "bf16", "bfloat16", "float16", "half"}
+
+
+#: How each runtime spells a concept, for evidence about defaults the run did not spell out.
+KNOB_NAMES: dict[str, dict[str, str]] = {
+    "max_num_seqs": {
+        "vllm": "max_num_seqs",
+        "sglang": "max_running_requests",
+        "tgi": "max_batch_size",
+        "trtllm": "max_batch_size",
+        "ollama": "OLLAMA_NUM_PARALLEL",
+        "llamacpp": "parallel (-np)",
+    },
+    "batched_tokens": {
+        "vllm": "max_num_batched_tokens",
+        "sglang": "chunked_prefill_size",
+        "tgi": "max_batch_prefill_tokens",
+        "trtllm": "max_num_tokens",
+        "llamacpp": "batch_size (-b)",
+    },
+    "context_length": {
+        "vllm": "max_model_len",
+        "sglang": "context_length",
+        "tgi": "max_total_tokens",
+        "trtllm": "max_seq_len",
+        "ollama": "num_ctx",
+        "llamacpp": "ctx_size (-c) / parallel",
+    },
+}
+
+
+def knob_name(concept: str, runtime: str | None, knob: Knob[Any]) -> str:
+    """The name to show for a knob: as the run spelled it, else the runtime's own name."""
+    if knob.arg:
+        return knob.arg
+    return KNOB_NAMES.get(concept, {}).get(runtime or "", concept)
+
+
+def normalise_key(key: str) -> str:
+    """``--max-num-batched-tokens`` / ``OLLAMA_NUM_PARALLEL`` → ``max_num_batched_tokens`` /
+    ``ollama_num_parallel``."""
+    return key.strip().lstrip("-").replace("-", "_").replace(".", "_").lower()
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """``"0.11.0"`` → ``(0, 11, 0)``; ``"b5606"`` (llama.cpp build) → ``(5606,)``; else None."""
+    if not text:
+        return None
+    numbers = re.findall(r"\d+", text)
+    return tuple(int(n) for n in numbers[:3]) if numbers else None
+
+
+_TRUE = {"1", "true", "yes", "on", "enabled", "enable"}
+_FALSE = {"0", "false", "no", "off", "disabled", "disable"}
+
+
+def _as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return bool(value)
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in _TRUE:
+            return True
+        if v in _FALSE:
+            return False
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value.strip()))
+        except ValueError:
+            return None
+    return None
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _as_str(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    return str(value).strip() or None
+
+
+def _present(value: Any) -> bool | None:
+    """A config object/flag whose mere presence turns a feature on (``speculative_config``)."""
+    if value is None:
+        return None
+    if isinstance(value, str | bool | int | float):
+        b = _as_bool(value)
+        if b is not None:
+            return b
+        return bool(str(value).strip()) and str(value).strip().lower() not in {"none", "null"}
+    return bool(value)
+
+
+def _find(args: Mapping[str, Any], names: tuple[str, ...], conv: Callable[[Any], T | None]) -> Knob[T]:
+    for name in names:
+        if name in args:
+            value = conv(args[name])
+            if value is not None:
+                return Knob(value, True, name)
+    return Knob()
+
+
+def _or_default(knob: Knob[T], default: T | None) -> Knob[T]:
+    return knob if knob.known else Knob(default, False, knob.arg)
+
+
+def _big_non_a100(hw: HardwareSpec | None) -> bool | None:
+    # vLLM get_batch_defaults: GPUs with >= 70 GiB that are not A100 get the larger budgets.
+    if hw is None or hw.memory_gb is None:
+        return None
+    return hw.memory_gb >= 70 * 1.073741824 and "a100" not in hw.id.lower() and hw.kind == "gpu"
+
+
+def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> EngineConfig:
+    """Normalise ``run.setup`` for ``run.setup.runtime``, with the runtime's defaults filled in."""
+    setup = run.setup
+    runtime = setup.runtime
+    args = {normalise_key(k): v for k, v in setup.engine_args.items()}
+    version = parse_version(setup.runtime_version)
+
+    prefix = _find(
+        args,
+        (
+            "enable_prefix_caching",
+            "prefix_caching",
+            "use_prefix_caching",
+            "enable_block_reuse",
+            "cache_prompt",
+        ),
+        _as_bool,
+    )
+    if not prefix.known:
+        for name in ("no_enable_prefix_caching", "disable_radix_cache", "disable_prefix_caching"):
+            b = _as_bool(args.get(name))
+            if b is not None:
+                prefix = Knob(not b, True, name)
+                break
+
+    chunked = _find(args, ("enable_chunked_prefill", "enable_chunked_context", "chunked_prefill"), _as_bool)
+    if not chunked.known:
+        if _as_bool(args.get("no_enable_chunked_prefill")) is True:
+            chunked = Knob(False, True, "no_enable_chunked_prefill")
+        elif "chunked_prefill_size" in args and (size := _as_int(args["chunked_prefill_size"])) is not None:
+            chunked = Knob(size > 0, True, "chunked_prefill_size")
+
+    budget = _find(
+        args,
+        (
+            "max_num_batched_tokens",
+            "chunked_prefill_size",
+            "max_batch_prefill_tokens",
+            "max_num_tokens",
+            "batch_size",
+            "b",
+            "n_batch",
+            "num_batch",
+        ),
+        _as_int,
+    )
+    if budget.value is not None and budget.value <= 0:
+        budget = Knob()  # SGLang -1 = chunking off: no per-step budget
+    seqs = _find(
+        args,
+        (
+            "max_num_seqs",
+            "max_running_requests",
+            "max_batch_size",
+            "ollama_num_parallel",
+            "num_parallel",
+            "parallel",
+            "np",
+            "n_parallel",
+        ),
+        _as_int,
+    )
+    fraction = _find(
+        args,
+        (
+            "gpu_memory_utilization",
+            "mem_fraction_static",
+            "cuda_memory_fraction",
+            "kv_cache_free_gpu_memory_fraction",
+            "free_gpu_memory_fraction",
+        ),
+        _as_float,
+    )
+    kv_dtype: Knob[str] = (
+        Knob(setup.kv_cache_dtype, True, "kv_cache_dtype") if setup.kv_cache_dtype else Knob()
+    )
+    if not kv_dtype.known:
+        kv_dtype = _find(
+            args, ("kv_cache_dtype", "ollama_kv_cache_type", "kv_cache_type", "cache_type_k", "ctk"), _as_str
+        )
+    eager = _find(args, ("enforce_eager", "disable_cuda_graph"), _as_bool)
+    offload = _find(args, ("cpu_offload_gb",), _as_float)
+    ngl = _find(args, ("n_gpu_layers", "ngl", "gpu_layers", "num_gpu"), _as_int)
+    fa = _find(args, ("ollama_flash_attention", "flash_attention", "flash_attn", "fa"), _as_bool)
+    ctx_len: Knob[int] = Knob(setup.max_model_len, True, "max_model_len") if setup.max_model_len else Knob()
+    if not ctx_len.known:
+        ctx_len = _find(
+            args,
+            (
+                "max_model_len",
+                "context_length",
+                "max_total_tokens",
+                "max_seq_len",
+                "num_ctx",
+                "ollama_context_length",
+                "ctx_size",
+                "c",
+                "n_ctx",
+            ),
+            _as_int,
+        )
+    spec = _find(
+        args,
+        (
+            "speculative_config",
+            "speculative_model",
+            "speculative_algorithm",
+            "num_speculative_tokens",
+            "speculate",
+            "model_draft",
+            "md",
+            "draft_model",
+        ),
+        _present,
+    )
+    disagg = _find(
+        args, ("kv_transfer_config", "disaggregation_mode", "disaggregation", "pd_disaggregation"), _present
+    )
+    if not disagg.known:
+        label = run.labels.get("disaggregated") or run.labels.get("pd_disaggregation")
+        if label is not None and (b := _as_bool(label)) is not None:
+            disagg = Knob(b, True, "labels.disaggregated")
+    keep_alive = _find(args, ("keep_alive", "ollama_keep_alive"), _as_str)
+
+    big = _big_non_a100(hardware)
+    if runtime == "vllm":
+        v1 = version is None or version >= (0, 8)
+        prefix = _or_default(prefix, v1)
+        chunked = _or_default(chunked, True if v1 else None)
+        budget = _or_default(budget, None if big is None else (8192 if big else 2048))
+        seqs = _or_default(seqs, None if big is None else (1024 if big else 256))
+        fraction = _or_default(fraction, 0.9)
+        kv_dtype = _or_default(kv_dtype, "auto")
+        eager = _or_default(eager, False)
+    elif runtime == "sglang":
+        prefix = _or_default(prefix, True)  # RadixAttention is on unless --disable-radix-cache
+        chunked = _or_default(chunked, True)
+        kv_dtype = _or_default(kv_dtype, "auto")
+        eager = _or_default(eager, False)
+    elif runtime == "tgi":
+        v3 = version is None or version >= (3,)
+        prefix = _or_default(prefix, True if v3 else None)
+        chunked = _or_default(chunked, True if v3 else None)
+        kv_dtype = _or_default(kv_dtype, "auto")
+    elif runtime == "trtllm":
+        prefix = _or_default(prefix, True)  # KvCacheConfig.enable_block_reuse defaults to True
+        chunked = _or_default(chunked, False)  # the LLM API's enable_chunked_prefill defaults to False
+        fraction = _or_default(fraction, 0.9)
+        kv_dtype = _or_default(kv_dtype, "auto")
+    elif runtime == "ollama":
+        # HEAD defaults OLLAMA_NUM_PARALLEL to 1; older releases auto-selected (0), so only
+        # recent versions get the default filled in.
+        seqs = _or_default(seqs, 1 if version is None or version >= (0, 5) else None)
+        kv_dtype = _or_default(kv_dtype, "f16")
+        prefix = _or_default(prefix, True)  # each slot reuses the KV of its previous prompt
+        keep_alive = _or_default(keep_alive, "5m")
+    elif runtime == "llamacpp":
+        budget = _or_default(budget, 2048)
+        kv_dtype = _or_default(kv_dtype, "f16")
+        prefix = _or_default(prefix, True)  # cache_prompt defaults to true in llama-server
+        if ctx_len.known and ctx_len.explicit and seqs.value:
+            # -c is the total KV cache, divided among the -np slots.
+            ctx_len = Knob(
+                max(1, ctx_len.value // seqs.value) if ctx_len.value else None, True, f"{ctx_len.arg}/np"
+            )
+    return EngineConfig(
+        runtime=runtime,
+        prefix_caching=prefix,
+        chunked_prefill=chunked,
+        batched_tokens=budget,
+        max_num_seqs=seqs,
+        memory_fraction=fraction,
+        kv_cache_dtype=kv_dtype,
+        enforce_eager=eager,
+        cpu_offload_gb=offload,
+        n_gpu_layers=ngl,
+        flash_attention=fa,
+        context_length=ctx_len,
+        speculative=spec,
+        disaggregated=disagg,
+        keep_alive=keep_alive,
+    )

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
+from advisor.rules.context import RunContext
+from advisor.rules.helpers import fmt, matter_cap, prefill_ms, prefill_work_ratio, ttft_typical
+from advisor.rules.severity import damp
+
+
+class LongPrompt(Rule):
+    """Long prompts dominate the time to first token.
+
+    ## Why is this bad?
+    Prefill reads the whole prompt in one compute-bound pass, so its cost grows at least linearly
+    with prompt length (the matmuls) plus quadratically (attention): doubling the prompt at least
+    doubles the TTFT. Every request pays for every token it sends that is not already cached, so a
+    long system prompt, a pile of few-shot examples or an untrimmed conversation history is felt on
+    every single request, while decode speed barely changes.
+
+    ## Fix
+    Send fewer uncached tokens: shorten the system prompt, drop few-shot examples the model no
+    longer needs, cap retrieved context, summarise old turns. Repeated parts are better cached than
+    resent (see PRE002). The expected gain assumes the uncached prompt is halved.
+
+    ## Example
+    Llama-3.1-8B on an A10G with 6,000-token prompts: TTFT p50 1.6 s, most of it prefill. Halving
+    the prompt to 3,000 tokens brings it to about 0.8 s.
+    """
+
+    id = "PRE001"
+    name = "prefill.long_prompt"
+    action = "shorten-prompt"
+    phase = Phase.PREFILL
+    thresholds: ClassVar[tuple[Spec, ...]] = (
+        ThresholdSpec(
+            "prompt_tokens", ascending=True, unit="tokens", doc="uncached prompt tokens per request"
+        ),
+        ThresholdSpec(
+            "ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes a long prompt matter (no TTFT SLO)"
+        ),
+        ParamSpec(
+            "trim_fraction",
+            unit="ratio",
+            doc="fraction of the uncached prompt kept in the what-if",
+            minimum=0.05,
+            maximum=0.95,
+        ),
+    )
+
+    def evaluate(self, ctx: RunContext) -> Finding | None:
+        m = ctx.measured
+        ttft = ttft_typical(ctx)
+        if m.prompt_tokens is None or m.uncached_prompt_tokens is None or ttft is None:
+            return None
+        uncached = m.uncached_prompt_tokens
+        ttft_value, ttft_path = ttft
+        severity = damp(
+            self.t("prompt_tokens").severity_of(uncached),
+            matter_cap(ctx, self.common, ("ttft_p50_ms", "ttft_p99_ms"), self.t("ttft_ms"), ttft_value),
+        )
+        depth = (ctx.run.workload.kv_depth_tokens or 0.0) + (m.prompt_tokens - uncached)
+        estimate = prefill_ms(ctx, uncached)
+        part = min(ttft_value, estimate) if estimate is not None else ttft_value
+        kept = uncached * self.p("trim_fraction")
+        ratio = prefill_work_ratio(ctx, kept, depth, uncached, depth)
+        to = max(ttft_value - part * (1.0 - ratio), 1.0)
+        shared = ctx.run.workload.shared_prefix_tokens
+        share_note = (
+            f" ({shared / m.prompt_tokens:.0%} of it a shared prefix)" if shared and m.prompt_tokens else ""
+        )
+        evidence = [
+            Evidence(
+                "workload.prompt_tokens_mean", m.prompt_tokens, f"< {fmt(self.t('prompt_tokens').low)}", "run"
+            ),
+            Evidence(ttft_path, ttft_value, f"< {fmt(self.t('ttft_ms').low)}", "run"),
+        ]
+        if uncached < m.prompt_tokens:
+            evidence.append(
+                Evidence("uncached_prompt_tokens", uncached, f"< {fmt(self.t('prompt_tokens').low)}", "run")
+            )
+        if estimate is not None:
+            evidence.append(
+                Evidence("prefill_ms_estimate", estimate, f"≈ {fmt(part)} of the TTFT", "physics")
+            )
+        return Finding(
+            severity=severity,
+            title=(
+                f"Prompts average {fmt(m.prompt_tokens)} tokens{share_note}; prefilling "
+                f"{fmt(uncached)} uncached tokens is most of the {fmt(ttft_value, 'ms')} TTFT"
+            ),
+            evidence=tuple(evidence),
+            fix={
+                "other": (
+                    "Send fewer uncached tokens: trim the system prompt, few-shot examples, retrieved "
+                    "context and "
+                    f"old turns. Keeping {fmt(kept)} of {fmt(uncached)} tokens cuts prefill work to "
+                    f"{ratio:.0%}."
+                )
+            },
+            expected_gain=Gain(ttft_path, ttft_value, to),
+            confidence=0.7 if estimate is not None else 0.5,
+        )

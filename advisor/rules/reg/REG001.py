@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.config import Spec, ThresholdSpec
+from advisor.rules.context import RunContext
+from advisor.rules.helpers import describe_setup, fmt, fmt_range, matter_cap
+from advisor.rules.severity import damp
+
+DECODE_OBJECTIVES = ("decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms")
+
+
+class DecodeBelowExpected(Rule):
+    """Decode is well below what runs with the same hardware, model and quantization reach.
+
+    ## Why is this bad?
+    The expectation combines the physics ceiling with the efficiency that published and fleet runs
+    of the same runtime on the same kind of hardware actually reach. A run below the whole band is
+    not explained by the setup: something specific to this deployment costs speed (an older engine
+    version, a different attention backend, power or clock limits, a noisy neighbour, a client
+    that cannot read the stream fast enough).
+
+    ## Fix
+    Compare this deployment with a reference run of the same setup: engine version and flags,
+    driver and CUDA versions, GPU clocks and power limits (``nvidia-smi -q -d CLOCK,POWER``), other
+    processes on the GPU, and the benchmark client itself. When DEC002 names a concrete cause it
+    replaces this finding.
+
+    ## Example
+    vLLM, Llama-3.1-8B bf16 on an A10G at batch 1: runs like it reach 28–35 tok/s; this one
+    reaches 19.
+    """
+
+    id = "REG001"
+    name = "expectation.decode_below_expected"
+    action = "fix-serving-stack"
+    phase = Phase.REGRESSION
+    thresholds: ClassVar[tuple[Spec, ...]] = (
+        ThresholdSpec(
+            "ratio",
+            ascending=False,
+            unit="ratio",
+            doc="measured ÷ expected decode (only below the band's low end)",
+        ),
+        ThresholdSpec(
+            "decode_tok_s",
+            ascending=False,
+            unit="tok/s",
+            doc="per-stream decode slow enough to matter (no decode SLO)",
+        ),
+    )
+
+    def evaluate(self, ctx: RunContext) -> Finding | None:
+        exp = ctx.expectations
+        band = exp.decode_tok_s if exp is not None else None
+        decode = ctx.measured.decode_tok_s
+        if band is None or decode is None or decode >= band.low:
+            return None
+        if ctx.measured.concurrency is None and (ctx.measured.n_requests or 0) > 1:
+            return None  # the expectation depends on the batch, which is unknown
+        severity = damp(
+            self.t("ratio").severity_of(decode / band.expected),
+            matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
+        )
+        return Finding(
+            severity=severity,
+            title=(
+                f"Runs with {describe_setup(ctx)} reach {fmt_range(band.low, band.high, 'tok/s')}; "
+                f"this one reaches {fmt(decode)}"
+            ),
+            evidence=(
+                Evidence("decode_tok_s", decode, fmt_range(band.low, band.high), "model"),
+                Evidence(
+                    "expectations.source",
+                    exp.source if exp else "",
+                    exp.model_version if exp else "",
+                    "model",
+                ),
+            ),
+            fix={
+                "other": (
+                    "Compare with a reference run of the same setup: engine version and flags, "
+                    "driver/CUDA, GPU clocks and "
+                    "power limits (nvidia-smi -q -d CLOCK,POWER), other processes on the GPU, and the "
+                    "benchmark client."
+                )
+            },
+            expected_gain=Gain("decode_tok_s", decode, band.expected),
+            confidence=0.5,
+        )

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from typing import ClassVar
+
+from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule, Status
+from advisor.rules.config import Spec, ThresholdSpec
+from advisor.rules.context import RunContext
+from advisor.rules.helpers import describe_setup, fmt, fmt_range, matter_cap, ttft_typical
+from advisor.rules.severity import damp
+
+
+class PrefillBelowExpected(Rule):
+    """Prefill (or TTFT without queueing) is well below what the same setup reaches elsewhere.
+
+    ## Why is this bad?
+    Prefill is compute-bound: its expected speed is the device's tensor throughput times the
+    efficiency the same runtime reaches on the same kind of hardware. A run far below that band
+    loses compute somewhere: a slow attention backend, tiny prefill chunks, tokenisation on a busy
+    CPU, a tensor-parallel interconnect over PCIe, or clocks capped by power.
+
+    ## Fix
+    Check the prefill path against a reference run: attention backend (FlashAttention /
+    FlashInfer), the per-step token budget (PRE004), CPU load on the host, the interconnect
+    between tensor-parallel GPUs, and clocks under load.
+
+    ## Example
+    SGLang, Qwen2.5-7B bf16 on an L40S: runs like it prefill 2,000-token prompts at 9,000–14,000
+    tok/s; this one at 4,100.
+    """
+
+    id = "REG002"
+    name = "expectation.prefill_below_expected"
+    action = "fix-serving-stack"
+    phase = Phase.REGRESSION
+    status = Status.PREVIEW
+    thresholds: ClassVar[tuple[Spec, ...]] = (
+        ThresholdSpec(
+            "ratio",
+            ascending=False,
+            unit="ratio",
+            doc="measured ÷ expected prefill speed (TTFT: expected ÷ measured)",
+        ),
+        ThresholdSpec(
+            "ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"
+        ),
+    )
+
+    def evaluate(self, ctx: RunContext) -> Finding | None:
+        exp = ctx.expectations
+        if exp is None:
+            return None
+        ttft = ttft_typical(ctx)
+        cap_value = ttft[0] if ttft else None
+        measured = ctx.measured.prefill_tok_s
+        if measured is not None and exp.prefill_tok_s is not None:
+            band = exp.prefill_tok_s
+            if measured >= band.low:
+                return None
+            ratio, metric, found, target = measured / band.expected, "prefill_tok_s", measured, band.expected
+            expected_text, unit = fmt_range(band.low, band.high), "tok/s"
+        elif ttft is not None and exp.ttft_ms is not None and self._queue_free(ctx):
+            band = exp.ttft_ms
+            if ttft[0] <= band.high:
+                return None
+            ratio, metric, found, target = band.expected / ttft[0], ttft[1], ttft[0], band.expected
+            expected_text, unit = fmt_range(band.low, band.high), "ms"
+        else:
+            return None
+        severity = damp(
+            self.t("ratio").severity_of(ratio),
+            matter_cap(ctx, self.common, ("ttft_p50_ms", "ttft_p99_ms"), self.t("ttft_ms"), cap_value),
+        )
+        return Finding(
+            severity=severity,
+            title=(
+                f"Runs with {describe_setup(ctx)} reach {expected_text} {unit} for {metric}; this one "
+                f"{fmt(found)}"
+            ),
+            evidence=(Evidence(metric, found, expected_text, "model"),),
+            fix={
+                "other": (
+                    "Check the prefill path against a reference run: attention backend, the per-step "
+                    "token budget, CPU load "
+                    "(tokenisation), the interconnect between tensor-parallel GPUs, and clocks under load."
+                )
+            },
+            expected_gain=Gain(metric, found, target),
+            confidence=0.45,
+        )
+
+    @staticmethod
+    def _queue_free(ctx: RunContext) -> bool:
+        m = ctx.run.metrics
+        if m.queue_waiting_mean or m.queue_waiting_max or m.queue_ms.p50:
+            return False
+        return (ctx.measured.concurrency or 1.0) <= 1.0 or m.queue_waiting_max == 0

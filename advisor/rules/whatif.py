@@ -1,0 +1,197 @@
+"""What-if predictions for expected gains (DESIGN §6).
+
+A gain is never "the ceiling of the new setup". It is the *measured* value scaled by the predicted
+ratio between the changed setup and the current one, so the run's own inefficiency carries over
+and systematic error cancels: measured 33.5 tok/s × (expected at fp8 / expected at bf16).
+The ratio comes from the expectations function when there is one (it knows, for example, that
+4-bit kernels reach a lower fraction of the ceiling) and from the physics ceilings otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.errors import AdvisorError
+from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
+from advisor.rules.context import RunContext, normalise_kv_dtype
+
+__all__ = [
+    "QUANT_FALLBACKS",
+    "HardwareOption",
+    "decode_ratio",
+    "hardware_options",
+    "prefill_ratio",
+    "quant_spec",
+    "reanalyse",
+]
+
+#: Used when the catalog cannot resolve a target format (bits from data/quantization.csv).
+QUANT_FALLBACKS: dict[str, QuantSpec] = {
+    "fp8": QuantSpec("fp8-e4m3", "FP8 E4M3", 8.0, "float"),
+    "awq": QuantSpec("awq-int4-g128", "AWQ 4-bit (group size 128)", 4.15625, "int"),
+    "q8_0": QuantSpec("gguf-q8_0", "GGUF Q8_0", 8.5, "gguf"),
+    "q4_k_m": QuantSpec("gguf-q4_k_m", "GGUF Q4_K_M (mix)", 4.89, "gguf"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareOption:
+    """Another device for the same model and quantization, with the predicted decode."""
+
+    hardware: HardwareSpec
+    decode_tok_s: float
+    ratio: float
+    roofline: Roofline
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hardware": self.hardware.id,
+            "name": self.hardware.name,
+            "mem_bandwidth_gb_s": self.hardware.mem_bandwidth_gb_s,
+            "memory_gb": self.hardware.memory_gb,
+            "decode_tok_s": round(self.decode_tok_s, 1),
+            "ratio": round(self.ratio, 2),
+        }
+
+
+def quant_spec(ctx: RunContext, key: str) -> QuantSpec:
+    """A target weight format by fallback key (``fp8``, ``awq``, ``q8_0``, ``q4_k_m``), resolved
+    through the catalog when it knows the name so custom entries win."""
+    fallback = QUANT_FALLBACKS[key]
+    if ctx.catalog is not None:
+        try:
+            spec = ctx.catalog.resolve_quantization(fallback.id)
+        except (AdvisorError, ValueError, KeyError, LookupError, TypeError):
+            spec = None  # a catalog without the entry falls back to the shipped figures
+        if isinstance(spec, QuantSpec):
+            return spec
+    return fallback
+
+
+def reanalyse(
+    ctx: RunContext,
+    *,
+    hardware: HardwareSpec | None = None,
+    quant: QuantSpec | None = None,
+    kv_cache_dtype: str | None = None,
+    prompt_tokens: int | None = None,
+    concurrency: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    tensor_parallel: int | None = None,
+    kv_depth_tokens: int | None = None,
+    model: ModelSpec | None = None,
+) -> Roofline | None:
+    """The current run's roofline with some inputs changed; None without physics or when the
+    changed setup is impossible."""
+    base = ctx.roofline
+    mdl = model or ctx.model
+    if base is None or mdl is None:
+        return None
+    hw = hardware or ctx.hardware
+    q = quant or ctx.quant
+    if hw is None or q is None:
+        return None
+    prompt = base.prompt_tokens if prompt_tokens is None else prompt_tokens
+    depth = base.kv_depth_tokens if kv_depth_tokens is None else kv_depth_tokens
+    try:
+        return analyse(
+            hw,
+            mdl,
+            q,
+            prompt_tokens=prompt,
+            output_tokens=base.output_tokens,
+            kv_depth_tokens=depth,
+            concurrency=concurrency or base.concurrency,
+            tensor_parallel=tensor_parallel or base.tensor_parallel,
+            kv_cache_dtype=normalise_kv_dtype(kv_cache_dtype) if kv_cache_dtype else base.kv_cache_dtype,
+            gpu_memory_utilization=gpu_memory_utilization or base.gpu_memory_utilization,
+        )
+    except ValueError:
+        return None
+
+
+def _expected(
+    ctx: RunContext, roofline: Roofline, hardware: HardwareSpec | None, metric: str
+) -> float | None:
+    fn = ctx.expectations_fn
+    hw = hardware or ctx.hardware
+    if fn is None or hw is None:
+        return None
+    try:
+        exp = fn(roofline, runtime=ctx.runtime or "other", hardware_kind=hw.kind)
+    except (ValueError, KeyError, LookupError, TypeError, ArithmeticError):
+        return None
+    band = getattr(exp, metric, None)
+    value = getattr(band, "expected", None) if band is not None else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def decode_ratio(ctx: RunContext, new: Roofline, *, hardware: HardwareSpec | None = None) -> float | None:
+    """Predicted per-stream decode of ``new`` ÷ that of the current setup."""
+    cur = ctx.roofline
+    if cur is None:
+        return None
+    a = _expected(ctx, cur, None, "decode_tok_s")
+    b = _expected(ctx, new, hardware, "decode_tok_s")
+    if a and b:
+        return b / a
+    return new.decode_ceiling_batch_tok_s / cur.decode_ceiling_batch_tok_s
+
+
+def prefill_ratio(ctx: RunContext, new: Roofline, *, hardware: HardwareSpec | None = None) -> float | None:
+    """Predicted prefill speed of ``new`` ÷ that of the current setup."""
+    cur = ctx.roofline
+    if cur is None or cur.prefill_ceiling_tok_s is None or new.prefill_ceiling_tok_s is None:
+        return None
+    a = _expected(ctx, cur, None, "prefill_tok_s")
+    b = _expected(ctx, new, hardware, "prefill_tok_s")
+    if a and b:
+        return b / a
+    return new.prefill_ceiling_tok_s / cur.prefill_ceiling_tok_s
+
+
+def hardware_options(
+    ctx: RunContext,
+    *,
+    min_ratio: float = 1.3,
+    limit: int = 3,
+    vendors: tuple[str, ...] | None = None,
+) -> list[HardwareOption]:
+    """Catalog devices on which this model and quantization fit (at the run's tensor parallelism)
+    and decode at least ``min_ratio`` × faster than now, the smallest step up first.
+
+    Ranked by the cheap ceiling ratio; only the kept options are re-scored with the expectations
+    function. Devices of another kind than GPU or the current one are skipped (a CPU run may move
+    to a GPU; a GPU run does not move to an Apple laptop).
+    """
+    decode = ctx.measured.decode_tok_s
+    cur = ctx.roofline
+    if ctx.catalog is None or ctx.hardware is None or cur is None or decode is None:
+        return []
+    try:
+        devices = list(ctx.catalog.list_hardware())
+    except (AdvisorError, ValueError, KeyError, LookupError, TypeError, AttributeError):
+        return []
+    kinds = {"gpu", ctx.hardware.kind}
+    candidates: list[tuple[float, HardwareSpec, Roofline]] = []
+    for hw in devices:
+        if not isinstance(hw, HardwareSpec) or hw.id == ctx.hardware.id or hw.kind not in kinds:
+            continue
+        if vendors is not None and hw.vendor.lower() not in vendors:
+            continue
+        new = reanalyse(ctx, hardware=hw)
+        if new is None or new.fits_in_memory is False:
+            continue
+        ratio = new.decode_ceiling_batch_tok_s / cur.decode_ceiling_batch_tok_s
+        if ratio >= min_ratio:
+            candidates.append((hw.mem_bandwidth_gb_s, hw, new))
+    candidates.sort(key=lambda c: (c[0], c[1].id))
+    out: list[HardwareOption] = []
+    for _bw, hw, new in candidates:
+        ratio = decode_ratio(ctx, new, hardware=hw) or 1.0
+        if ratio >= min_ratio:
+            out.append(HardwareOption(hw, decode * ratio, ratio, new))
+        if len(out) >= limit:
+            break
+    return out
