@@ -444,12 +444,16 @@ class Catalog:
 
     def _hardware_candidates(self, text: str) -> set[str]:
         """Ids the name can mean (empty: none; several: ambiguous)."""
+        memory = memory_gb_in(text)
         for candidate in (text, strip_parenthetical(text)):
             ids = self._hw_index.get(hardware_key(candidate))
-            if ids:
-                return self._by_memory(ids, memory_gb_in(text)) or ids
+            if not ids:
+                continue
+            if memory is not None and memory_gb_in(candidate) is None:
+                # The size sat in the dropped parentheses: it must agree with the catalog.
+                return self._by_memory(ids, memory)
+            return (self._by_memory(ids, memory) or ids) if len(ids) > 1 else ids
         # A memory size in the name: drop it, but only accept entries with that much memory.
-        memory = memory_gb_in(text)
         if memory is not None:
             ids = self._hw_index.get(hardware_key(strip_memory(strip_parenthetical(text))))
             matched = self._by_memory(ids, memory)
@@ -476,15 +480,22 @@ class Catalog:
         return hits if len(hits) == 1 else set()
 
     def _by_memory(self, ids: set[str], memory: float | None) -> set[str]:
-        """The ids whose ``memory_gb`` matches ``memory`` (within 7.5 %, for GiB vs GB)."""
-        if memory is None or len(ids) == 0:
+        """The ids whose memory agrees with ``memory`` GB: equal within 7.5 % (GB vs GiB) for
+        GPUs and accelerators; at most the catalogued maximum for Apple SoCs and CPUs, whose
+        ``memory_gb`` is the largest configuration."""
+        if memory is None:
             return set()
-        return {
-            i
-            for i in ids
-            if self._hardware[i].memory_gb is not None
-            and abs((self._hardware[i].memory_gb or 0.0) - memory) <= 0.075 * memory
-        }
+        matched = set()
+        for entry_id in ids:
+            spec = self._hardware[entry_id]
+            if spec.memory_gb is None:
+                continue
+            if spec.kind in ("apple_soc", "cpu"):
+                if memory <= spec.memory_gb * 1.075:
+                    matched.add(entry_id)
+            elif abs(spec.memory_gb - memory) <= 0.075 * memory:
+                matched.add(entry_id)
+        return matched
 
     # ------------------------------------------------------------------ quantization
 

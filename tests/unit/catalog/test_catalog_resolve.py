@@ -49,6 +49,8 @@ def catalog() -> Catalog:
         ("Apple M1 Pro (14-core GPU)", "apple-m1-pro"),
         ("Apple M4 Max (16-core CPU / 40-core GPU, 48GB)", "apple-m4-max"),
         ("Apple M3 Max (30-core GPU)", "apple-m3-max-14c"),
+        ("Apple M1 (7-core GPU, 8GB)", "apple-m1"),  # Apple memory_gb is the maximum
+        ("H100 94GB", "nvidia-h100-nvl"),  # the size picks the NVL out of the H100s
         ("H100 SXM5 (80GB HBM3)", "nvidia-h100-sxm"),  # the catalog's own name
     ],
 )
@@ -85,6 +87,8 @@ def test_ambiguous_hardware_is_refused_with_the_candidates(
         ("RTX 4090 48GB", "nvidia-rtx-4090"),  # memory contradicts the catalog
         ("RTX 4080", "nvidia-rtx-4090"),
         ("H10O SXM", "nvidia-h100-sxm"),
+        ("H100 SXM (94GB)", "nvidia-h100-sxm"),  # a size in parentheses must agree too
+        ("Apple M2 Ultra (76-core GPU, 256GB)", "apple-m2-ultra"),  # above the 192 GB maximum
     ],
 )
 def test_unknown_hardware_suggests_but_does_not_map(catalog: Catalog, name: str, near: str) -> None:
