@@ -74,6 +74,9 @@ class ServerSettings(BaseSettings):
         default=10_000_000, ge=1024, description="Largest accepted request body (413 above it)."
     )
     bulk_max_runs: int = Field(default=10_000, ge=1, description="Most runs in one bulk request.")
+    bulk_max_body_bytes: int = Field(
+        default=200_000_000, ge=1024, description="Largest bulk request body (413 above it)."
+    )
     debug: bool = Field(default=False, description="Litestar debug mode (tracebacks in responses).")
 
 

@@ -79,9 +79,7 @@ KV_CACHE_DTYPE_ALIASES: dict[str, str] = {
 _QUANTISH = re.compile(r"^(?:i?q\d.*|f16|bf16|f32|fp\d+.*|int\d+|w\d+a\d+.*|nf4|\d+bit|mxfp\d|nvfp\d)$")
 # A generic marker ("int4") yields to a specific one in the same name ("gptq-int4" is GPTQ).
 _GENERIC_QUANT_TOKENS = frozenset({"int4", "int8", "w4a16", "fp16", "bf16"})
-_LLAMA_BENCH = re.compile(
-    r"^(?P<arch>[a-z0-9][\w.\-]*) (?P<size>[0-9.?]+[bm](?:\.a[0-9.]+b)?) (?P<ftype>.+)$"
-)
+_LLAMA_BENCH = re.compile(r"^(?P<arch>[a-z0-9][\w.\-]*) (?P<size>[0-9.?]+[bm](?:\.a[0-9.]+b)?) (?P<ftype>.+)$")
 _MAX_MATCHES = 5
 
 
@@ -123,9 +121,7 @@ def _read_csv(name: str) -> list[dict[str, str]]:
 
 
 def _read_toml(name: str) -> dict[str, Any]:
-    return tomllib.loads(
-        resources.files("advisor.catalog").joinpath("data", name).read_text(encoding="utf-8")
-    )
+    return tomllib.loads(resources.files("advisor.catalog").joinpath("data", name).read_text(encoding="utf-8"))
 
 
 def _float(value: str) -> float | None:
@@ -233,9 +229,7 @@ class Catalog:
             extras["quantizations", row["id"]] = {"notes": row["notes"], "source": row["source"]}
         alias_data = _read_toml("aliases.toml")
         ollama = {
-            name: OllamaFamily(
-                sizes=dict(spec["sizes"]), quant=spec.get("quant"), default=spec.get("default")
-            )
+            name: OllamaFamily(sizes=dict(spec["sizes"]), quant=spec.get("quant"), default=spec.get("default"))
             for name, spec in alias_data.get("ollama", {}).items()
         }
         return cls(
@@ -271,9 +265,7 @@ class Catalog:
         new_quants = dict(self._quants)
         user_ids = set(self._user_ids)
 
-        def take(
-            kind: str, store: dict[str, Any], spec: Any, raw: Mapping[str, Any] | None, prefix: str
-        ) -> None:
+        def take(kind: str, store: dict[str, Any], spec: Any, raw: Mapping[str, Any] | None, prefix: str) -> None:
             if spec.id in store or spec.id == "inline":
                 raise Conflict(f"{kind} id {spec.id!r} already exists or is reserved", field=f"{prefix}.id")
             store[spec.id] = spec
@@ -299,9 +291,7 @@ class Catalog:
             _require_id(model_item, prefix)
             body = model_item.get("config")
             if isinstance(body, Mapping):
-                spec = replace(
-                    model_from_hf_config(body, field_prefix=f"{prefix}.config"), id=str(model_item["id"])
-                )
+                spec = replace(model_from_hf_config(body, field_prefix=f"{prefix}.config"), id=str(model_item["id"]))
             else:
                 spec = model_from_dict(model_item, field_prefix=prefix)
             take("models", new_models, spec, model_item, prefix)
@@ -421,9 +411,7 @@ class Catalog:
 
     # ------------------------------------------------------------------ hardware
 
-    def resolve_hardware(
-        self, value: str | Mapping[str, Any], *, field_prefix: str = "hardware"
-    ) -> HardwareSpec:
+    def resolve_hardware(self, value: str | Mapping[str, Any], *, field_prefix: str = "hardware") -> HardwareSpec:
         """A device from an id, an alias (nvidia-smi, vendor or llama-bench name) or an inline
         spec object. Unknown or ambiguous names raise :class:`UnknownName` with suggestions."""
         if isinstance(value, Mapping):
@@ -499,9 +487,7 @@ class Catalog:
 
     # ------------------------------------------------------------------ quantization
 
-    def resolve_quantization(
-        self, value: str | Mapping[str, Any], *, field_prefix: str = "quantization"
-    ) -> QuantSpec:
+    def resolve_quantization(self, value: str | Mapping[str, Any], *, field_prefix: str = "quantization") -> QuantSpec:
         """A weight format from an id, a spelling (``bf16``, ``FP8-dynamic``, ``Q4_K_M``, ``awq``,
         llama-bench's ``Q4_K - Medium``, ...) or ``{"bits_per_weight": ...}``."""
         if isinstance(value, Mapping):

@@ -147,9 +147,7 @@ def quant_from_dict(data: Mapping[str, Any], *, field_prefix: str = "quantizatio
     """An inline weight format: ``{"bits_per_weight": 4.5}`` plus optional ``id``, ``name`` and
     ``family``. Without a family, 16+ bits is ``float`` and anything else ``custom`` (treated as
     weight-only: prefill computes in 16 bits)."""
-    _reject_unknown(
-        data, {"id", "name", "bits_per_weight", "family", *_QUANT_IGNORED}, field_prefix, "quantization"
-    )
+    _reject_unknown(data, {"id", "name", "bits_per_weight", "family", *_QUANT_IGNORED}, field_prefix, "quantization")
     bits = _number(data, "bits_per_weight", field_prefix, positive=True)
     if bits is None:
         raise InvalidInput("is required", field=_path(field_prefix, "bits_per_weight"))
@@ -228,9 +226,7 @@ def model_from_dict(data: Mapping[str, Any], *, field_prefix: str = "model") -> 
         # A window with no layer count means every layer is windowed (Mistral v0.1 style).
         sliding_layers = layers if ints["sliding_window"] and layers else 0
     if layers is not None and sliding_layers > layers:
-        raise InvalidInput(
-            f"must not exceed num_hidden_layers ({layers})", field=_path(field_prefix, "sliding_layers")
-        )
+        raise InvalidInput(f"must not exceed num_hidden_layers ({layers})", field=_path(field_prefix, "sliding_layers"))
     return ModelSpec(
         id=_text(data, "id", field_prefix) or _text(data, "name", field_prefix) or "inline",
         params_b=params,
@@ -523,9 +519,7 @@ def _hf_param_counts(
     moe_active = k * expert + shared + router
 
     dense_leading = _int_or_none(cfg.get("first_k_dense_replace")) or 0
-    step = (
-        _int_or_none(_first(cfg, "interleave_moe_layer_step", "moe_layer_freq", "decoder_sparse_step")) or 1
-    )
+    step = _int_or_none(_first(cfg, "interleave_moe_layer_step", "moe_layer_freq", "decoder_sparse_step")) or 1
     moe_layers = sum(1 for i in range(dense_leading, layers) if (i - dense_leading + 1) % step == 0)
     dense_layers = layers - moe_layers
     dense_width = _int_or_none(_first(cfg, "intermediate_size_mlp", "intermediate_size")) or expert_width

@@ -59,9 +59,7 @@ def create_engine(settings: DatabaseSettings, *, pool: bool = True) -> AsyncEngi
     return engine
 
 
-def make_sqlalchemy_config(
-    settings: DatabaseSettings, engine: AsyncEngine | None = None
-) -> SQLAlchemyAsyncConfig:
+def make_sqlalchemy_config(settings: DatabaseSettings, engine: AsyncEngine | None = None) -> SQLAlchemyAsyncConfig:
     """The advanced-alchemy config shared by the app, the CLI and migrations."""
     return SQLAlchemyAsyncConfig(
         engine_instance=engine or create_engine(settings),

@@ -24,6 +24,7 @@ def api_controllers() -> list[ControllerRouterHandler]:
     from advisor.domain.deployments.controllers import DeploymentController
     from advisor.domain.predictions.controllers import PredictController
     from advisor.domain.runs.controllers import AdviseController, RecommendationController, RunController
+    from advisor.domain.system.controllers import FormatsController
 
     return [
         RunController,
@@ -32,4 +33,5 @@ def api_controllers() -> list[ControllerRouterHandler]:
         DeploymentController,
         CatalogController,
         PredictController,
+        FormatsController,
     ]

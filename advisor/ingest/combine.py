@@ -93,12 +93,7 @@ def combine(benchmark: CanonicalRun, telemetry: CanonicalRun) -> CanonicalRun:
     for name in Metrics.__struct_fields__:
         ours, theirs = getattr(out.metrics, name), getattr(telemetry.metrics, name)
         if isinstance(ours, Percentiles):
-            if (
-                name in _LATENCIES
-                and ours.is_empty()
-                and isinstance(theirs, Percentiles)
-                and not theirs.is_empty()
-            ):
+            if name in _LATENCIES and ours.is_empty() and isinstance(theirs, Percentiles) and not theirs.is_empty():
                 setattr(out.metrics, name, copy.deepcopy(theirs))
                 filled.append(name)
                 notes.append(

@@ -126,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--regen", action="store_true", help="rewrite every expected file")
     mode.add_argument("--check", action="store_true", help="exit 1 when an expected file is stale")
-    parser.add_argument(
-        "--root", type=Path, default=None, help="fixture root (default: tests/fixtures/ingest)"
-    )
+    parser.add_argument("--root", type=Path, default=None, help="fixture root (default: tests/fixtures/ingest)")
     parser.add_argument("--format", dest="only", default=None, help="only this format id's directory")
     args = parser.parse_args(argv)
     root: Path = args.root or default_root()

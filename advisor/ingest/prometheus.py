@@ -515,9 +515,7 @@ def _read_gauge(
 
 def _read(scrape: Scrape, engine: str, model: str | None) -> _Reading:
     spec = _SPECS[engine]
-    counters = {
-        k: v for k, sel in spec.counters.items() if (v := _read_counter(scrape, sel, model)) is not None
-    }
+    counters = {k: v for k, sel in spec.counters.items() if (v := _read_counter(scrape, sel, model)) is not None}
     for key, value in counters.items():
         if value < 0:
             raise IngestError(f"counter {spec.counters[key].name} is negative ({value})", field=key)
@@ -525,9 +523,7 @@ def _read(scrape: Scrape, engine: str, model: str | None) -> _Reading:
         k: h for k, base in spec.histograms.items() if (h := _read_histogram(scrape, base, model)) is not None
     }
     gauges = {
-        k: g
-        for k, (name, how) in spec.gauges.items()
-        if (g := _read_gauge(scrape, name, how, model)) is not None
+        k: g for k, (name, how) in spec.gauges.items() if (g := _read_gauge(scrape, name, how, model)) is not None
     }
     config: dict[str, str] = {}
     if spec.info:
@@ -594,8 +590,7 @@ def _engine_and_model(scrape: Scrape, model: str | None, role: str) -> tuple[str
     engine = scrape.engine
     if engine is None:
         raise IngestError(
-            f"the {role} holds no vLLM (vllm:), SGLang (sglang:), TGI (tgi_) or llama-server "
-            "(llamacpp:) metrics",
+            f"the {role} holds no vLLM (vllm:), SGLang (sglang:), TGI (tgi_) or llama-server (llamacpp:) metrics",
             field="body",
         )
     models = scrape.models
@@ -609,9 +604,7 @@ def _engine_and_model(scrape: Scrape, model: str | None, role: str) -> tuple[str
             )
         model = models[0] if models else None
     elif models and model not in models:
-        raise IngestError(
-            f"model {model!r} is not in the {role} (it has {', '.join(models)})", field="model_name"
-        )
+        raise IngestError(f"model {model!r} is not in the {role} (it has {', '.join(models)})", field="model_name")
     return engine, model
 
 
@@ -766,8 +759,7 @@ def _histogram_percentiles(hist: Histogram, name: str, scale: float, notes: list
     if dropped_high:
         top = max((b for b in hist.bounds if not math.isinf(b)), default=0.0)
         notes.append(
-            f"{name} {', '.join(dropped_high)} exceed the largest finite bucket (> {top * scale:g} ms); "
-            "not reported"
+            f"{name} {', '.join(dropped_high)} exceed the largest finite bucket (> {top * scale:g} ms); not reported"
         )
     return out
 
@@ -815,9 +807,7 @@ def telemetry_to_run(telemetry: Telemetry) -> CanonicalRun:
     elif prefill_time is not None and prefill_time.sum:
         metrics.prefill_tok_s = _ratio(c.get("prompt_tokens"), prefill_time.sum)
         if metrics.prefill_tok_s is not None:
-            notes.append(
-                "prefill_tok_s = prompt tokens / summed request prefill time: approximate under batching"
-            )
+            notes.append("prefill_tok_s = prompt tokens / summed request prefill time: approximate under batching")
     if metrics.decode_tok_s is None:
         if metrics.tpot_ms.mean:
             metrics.decode_tok_s = 1000.0 / metrics.tpot_ms.mean

@@ -7,6 +7,7 @@ FORMATS.md §9.4) and takes the first that claims the file.
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 from functools import cache
 from importlib.metadata import entry_points
@@ -59,10 +60,15 @@ def detect(inp: Input) -> Parser:
             continue
     if inp.text is None:
         raise MalformedInput("the body is binary, not a benchmark file", field="body")
+    stripped = inp.text.lstrip()
+    if stripped[:1] in ("{", "[") and inp.json is None and inp.json_lines is None:
+        # It meant to be JSON: say where it breaks rather than "unknown format".
+        try:
+            json.loads(inp.text)
+        except ValueError as exc:
+            raise MalformedInput(f"the body is not valid JSON (truncated?): {exc}", field="body") from exc
     known = ", ".join(p.format_id for p in parsers())
-    raise UnsupportedFormat(
-        f"no parser recognises this file; pass ?format= with one of: {known}", field="format"
-    )
+    raise UnsupportedFormat(f"no parser recognises this file; pass ?format= with one of: {known}", field="format")
 
 
 def parse(inp: Input, format_id: str = "auto") -> tuple[str, list[CanonicalRun]]:
@@ -97,7 +103,5 @@ def parse(inp: Input, format_id: str = "auto") -> tuple[str, list[CanonicalRun]]
             raise
         except InvalidInput as exc:
             where = f"runs[{index}].{exc.field}" if len(runs) > 1 and exc.field else exc.field
-            raise IngestError(
-                f"{parser.format_id}: {exc.detail}", field=where, format=parser.format_id
-            ) from exc
+            raise IngestError(f"{parser.format_id}: {exc.detail}", field=where, format=parser.format_id) from exc
     return parser.format_id, runs

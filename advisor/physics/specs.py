@@ -206,9 +206,7 @@ class ModelSpec:
     def is_moe(self) -> bool:
         """True when fewer parameters are used per token than exist (mixture of experts)."""
         # 1% tolerance: dense rows sometimes round the two counts differently.
-        return self.active_params_b < self.params_b * 0.99 or (
-            self.num_experts is not None and self.num_experts > 1
-        )
+        return self.active_params_b < self.params_b * 0.99 or (self.num_experts is not None and self.num_experts > 1)
 
     @property
     def effective_head_dim(self) -> int | None:

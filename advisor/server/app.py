@@ -9,6 +9,7 @@ from litestar.logging.config import StructLoggingConfig
 from litestar.middleware.logging import LoggingMiddlewareConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from litestar.plugins.structlog import StructlogConfig, StructlogPlugin
 from litestar.types import ControllerRouterHandler
 
@@ -25,7 +26,23 @@ def _route_handlers() -> list[ControllerRouterHandler]:
     # Imported here so that importing advisor.server does not import every domain at once.
     from advisor.domain import api_controllers, root_controllers
 
-    return [*root_controllers(), Router(path="/api/v1", route_handlers=api_controllers())]
+    return [*root_controllers(), MetricsController, Router(path="/api/v1", route_handlers=api_controllers())]
+
+
+class MetricsController(PrometheusController):
+    """advisor's own Prometheus metrics (request counts and latencies per route)."""
+
+    path = "/metrics"
+    openmetrics_format = False
+
+
+_PROMETHEUS = PrometheusConfig(
+    app_name="advisor",
+    prefix="advisor",
+    # Label by route template (/api/v1/runs/{run_id}), never by raw path: bounded cardinality.
+    group_path=True,
+    exclude=["/metrics", "/schema"],
+)
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -50,7 +67,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             problem_details_plugin(),
             StructlogPlugin(logging),
         ],
-        middleware=[RequestIdMiddleware()],
+        middleware=[RequestIdMiddleware(), _PROMETHEUS.middleware],
         exception_handlers={Exception: internal_error_handler},
         openapi_config=OpenAPIConfig(
             title="advisor",

@@ -21,14 +21,21 @@ def test_catalog_lists_resolves_aliases_and_accepts_user_entries(client: Any) ->
 
     added = client.post(
         "/api/v1/catalog/hardware",
-        json={"id": "lab-npu", "name": "Lab NPU", "mem_bandwidth_gb_s": 500, "fp16_tflops": 100, "aliases": ["NPU-1"]},
+        json={
+            "id": "lab-npu",
+            "name": "Lab NPU",
+            "mem_bandwidth_gb_s": 500,
+            "fp16_tflops": 100,
+            "aliases": ["NPU-1"],
+        },
     )
     assert added.status_code == 201, added.text
     assert added.json()["origin"] == "user"
     assert client.get("/api/v1/catalog/hardware/NPU-1").json()["id"] == "lab-npu"
     # the new device is usable at once for predictions
     predicted = client.post(
-        "/api/v1/predict", json={"setup": {"hardware": "lab-npu", "model": "llama-3.1-8b", "quantization": "bf16"}}
+        "/api/v1/predict",
+        json={"setup": {"hardware": "lab-npu", "model": "llama-3.1-8b", "quantization": "bf16"}},
     )
     assert predicted.status_code == 200
     assert predicted.json()["decode_tok_s"]["ceiling"] == pytest.approx(500e9 / 16.06e9, rel=0.02)
@@ -76,7 +83,12 @@ def test_predict_matches_the_seed_and_names_bounds(client: Any) -> None:
     response = client.post(
         "/api/v1/predict",
         json={
-            "setup": {"hardware": "NVIDIA A10G", "model": {"params_b": 8.0, "active_params_b": 8.0}, "quantization": "bf16", "runtime": "vllm"},
+            "setup": {
+                "hardware": "NVIDIA A10G",
+                "model": {"params_b": 8.0, "active_params_b": 8.0},
+                "quantization": "bf16",
+                "runtime": "vllm",
+            },
             "workload": {"prompt_tokens_mean": 2000, "output_tokens_mean": 128},
         },
     )
@@ -111,7 +123,10 @@ def test_predict_bad_input(client: Any) -> None:
     response = client.post("/api/v1/predict", json={"setup": {"model": "llama-3.1-8b"}})
     assert response.status_code == 422
     assert response.json()["field"] == "setup.hardware"
-    response = client.post("/api/v1/predict", json={"setup": {"hardware": "nvidia-a10g", "model": "llama-3.1-8b", "runtime": "excel"}})
+    response = client.post(
+        "/api/v1/predict",
+        json={"setup": {"hardware": "nvidia-a10g", "model": "llama-3.1-8b", "runtime": "excel"}},
+    )
     assert response.status_code == 422
     assert response.json()["field"] == "setup.runtime"
     response = client.get("/api/v1/predict/hardware", params={"model": "llama-3.1-8b", "prompt_tokens": 0})

@@ -64,9 +64,7 @@ class Run(IdentityAuditBase):
         Index("ix_run_runtime", "runtime"),
     )
 
-    deployment_id: Mapped[int | None] = mapped_column(
-        ForeignKey("deployment.id", ondelete="SET NULL"), default=None
-    )
+    deployment_id: Mapped[int | None] = mapped_column(ForeignKey("deployment.id", ondelete="SET NULL"), default=None)
     raw_payload_id: Mapped[int | None] = mapped_column(
         ForeignKey("raw_payload.id", ondelete="SET NULL"), default=None, index=True
     )

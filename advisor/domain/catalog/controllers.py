@@ -24,9 +24,7 @@ class CatalogController(Controller):
     tags = ("catalog",)
 
     @get("/{kind:str}", summary="List a catalog (hardware, models, quantizations) with aliases")
-    async def list_entries(
-        self, db_session: NamedDependency[AsyncSession], kind: KindParam
-    ) -> list[dict[str, Any]]:
+    async def list_entries(self, db_session: NamedDependency[AsyncSession], kind: KindParam) -> list[dict[str, Any]]:
         service = CatalogService(db_session)
         return service.listing(await service.current(), _kind(kind))
 

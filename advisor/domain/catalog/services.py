@@ -108,9 +108,7 @@ class CatalogService:
             entries: dict[str, list[dict[str, Any]]] = {}
             for keyword, model, _ in KINDS.values():
                 rows = (
-                    await self.session.execute(
-                        select(model).where(model.origin == "user").order_by(model.created_at)
-                    )
+                    await self.session.execute(select(model).where(model.origin == "user").order_by(model.created_at))
                 ).scalars()
                 entries[keyword] = [dict(row.spec) for row in rows]
             catalog = catalog.with_entries(**entries)
@@ -152,9 +150,7 @@ class CatalogService:
                 if alias_key in seen or len(alias) > 300:
                     continue
                 seen.add(alias_key)
-                self.session.add(
-                    CatalogAlias(kind=alias_kind, alias=alias, target_id=record["id"], origin="shipped")
-                )
+                self.session.add(CatalogAlias(kind=alias_kind, alias=alias, target_id=record["id"], origin="shipped"))
                 counts["aliases"] += 1
         await self.session.commit()
         return counts
@@ -177,9 +173,7 @@ class CatalogService:
             if exc.field and exc.field.startswith(f"{keyword}[0]"):
                 exc.field = exc.field.replace(f"{keyword}[0].", "", 1).replace(f"{keyword}[0]", "body")
             raise
-        record = next(
-            r for r in extended.records() if r["entry_kind"] == entry_kind and r["id"] == payload["id"]
-        )
+        record = next(r for r in extended.records() if r["entry_kind"] == entry_kind and r["id"] == payload["id"])
         now = datetime.now(UTC)
         row = model(id=payload["id"], origin="user", spec=payload, created_at=now, updated_at=now)
         for key, value in _row_values(entry_kind, record["fields"]).items():

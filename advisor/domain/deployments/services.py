@@ -76,9 +76,7 @@ class DeploymentService(SQLAlchemyAsyncRepositoryService[Deployment]):
         if with_stats:
             row = (
                 await self.repository.session.execute(
-                    select(func.count(Run.id), func.max(Run.measured_at)).where(
-                        Run.deployment_id == deployment.id
-                    )
+                    select(func.count(Run.id), func.max(Run.measured_at)).where(Run.deployment_id == deployment.id)
                 )
             ).one()
             count, last = int(row[0]), row[1]

@@ -20,9 +20,7 @@ class PredictController(Controller):
     tags = ("predictions",)
 
     @post("/", summary="What-if: ceilings and expected performance of a setup and workload", status_code=200)
-    async def predict(
-        self, db_session: NamedDependency[AsyncSession], data: JSONBody[PredictIn]
-    ) -> PredictOut:
+    async def predict(self, db_session: NamedDependency[AsyncSession], data: JSONBody[PredictIn]) -> PredictOut:
         if data.setup.runtime is not None and data.setup.runtime not in RUNTIMES:
             raise InvalidInput(f"unknown runtime {data.setup.runtime!r}", field="setup.runtime")
         catalog = await CatalogService(session=db_session).current()

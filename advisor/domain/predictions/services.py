@@ -27,9 +27,7 @@ def _resolve(catalog: Any, setup: Setup) -> tuple[HardwareSpec, ModelSpec, Quant
     if setup.hardware is None:
         raise InvalidInput("required: a catalog id, an alias or an inline spec", field="setup.hardware")
     if setup.model is None:
-        raise InvalidInput(
-            "required: a catalog id, a Hugging Face repo id or an inline spec", field="setup.model"
-        )
+        raise InvalidInput("required: a catalog id, a Hugging Face repo id or an inline spec", field="setup.model")
     hw = catalog.resolve_hardware(setup.hardware, field_prefix="setup.hardware")
     model, implied = catalog.resolve_model(setup.model, field_prefix="setup.model")
     if setup.quantization is not None:
@@ -43,9 +41,7 @@ def _resolve(catalog: Any, setup: Setup) -> tuple[HardwareSpec, ModelSpec, Quant
     return hw, model, quant, notes
 
 
-def _roofline(
-    hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup, workload: Workload
-) -> Roofline:
+def _roofline(hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup, workload: Workload) -> Roofline:
     engine = setup.engine_args or {}
     gmu = engine.get("gpu_memory_utilization", 0.9)
     return analyse(
@@ -116,9 +112,7 @@ def rank_hardware(
         quant = catalog.resolve_quantization(quantization, field_prefix="query.quantization")
     else:
         quant = implied or catalog.resolve_quantization("bf16")
-    workload = Workload(
-        prompt_tokens_mean=prompt_tokens, output_tokens_mean=output_tokens, concurrency=concurrency
-    )
+    workload = Workload(prompt_tokens_mean=prompt_tokens, output_tokens_mean=output_tokens, concurrency=concurrency)
     rows = []
     for hw in catalog.list_hardware():
         roofline = _roofline(hw, model_spec, quant, Setup(runtime=runtime), workload)

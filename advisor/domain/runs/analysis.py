@@ -42,9 +42,7 @@ def analyse(
     catalog: Any,
     expectations_fn: ExpectationsFn | None = None,
 ) -> Analysis:
-    ctx = build_context(
-        run, catalog=catalog, slo=slo, baseline_runs=baseline, expectations_fn=expectations_fn
-    )
+    ctx = build_context(run, catalog=catalog, slo=slo, baseline_runs=baseline, expectations_fn=expectations_fn)
     advice = advise(ctx).to_dict()
     roofline = ctx.roofline
     measured = ctx.measured

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Controller, Request, Response, get, patch, post
 from litestar.di import NamedDependency, Provide
+from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter, RawBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -106,11 +107,12 @@ class RunController(Controller):
         "/bulk",
         summary="Submit many canonical runs (NDJSON or a JSON array); all or nothing",
         status_code=HTTP_200_OK,
+        request_max_body_size=None,  # bounded below by ADVISOR_BULK_MAX_BODY_BYTES instead
     )
-    async def bulk(
-        self, request: Request[Any, Any, Any], ingestion: NamedDependency[IngestionService], body: RawBody
-    ) -> BulkResult:
-        items = _bulk_items(bytes(body), request.app.state.settings.server.bulk_max_runs)
+    async def bulk(self, request: Request[Any, Any, Any], ingestion: NamedDependency[IngestionService]) -> BulkResult:
+        settings = request.app.state.settings.server
+        body = await _read_limited(request, settings.bulk_max_body_bytes)
+        items = _bulk_items(body, settings.bulk_max_runs)
         from_query, from_headers = context_from_request(
             {key: request.query_params.getall(key) for key in request.query_params}, dict(request.headers)
         )
@@ -132,7 +134,7 @@ class RunController(Controller):
             except MalformedInput as exc:
                 exc.field = f"items[{index}]"
                 raise
-        return await ingestion.bulk(parsed, raw=bytes(body), content_type=request.headers.get("content-type"))
+        return await ingestion.bulk(parsed, raw=body, content_type=request.headers.get("content-type"))
 
     @get("/", summary="List runs, newest first (cursor pagination, with the filtered total)")
     async def list_runs(
@@ -159,9 +161,7 @@ class RunController(Controller):
         return run_to_out(await RunService(session=db_session).get_run(run_id))
 
     @get("/{run_id:int}/raw", summary="The original bytes the run was parsed from")
-    async def get_raw(
-        self, db_session: NamedDependency[AsyncSession], run_id: FromPath[int]
-    ) -> Response[bytes]:
+    async def get_raw(self, db_session: NamedDependency[AsyncSession], run_id: FromPath[int]) -> Response[bytes]:
         run = await RunService(session=db_session).get_run(run_id)
         if run.raw_payload_id is None:
             raise NotFound("this run has no stored raw payload", field="id")
@@ -211,6 +211,19 @@ class RecommendationController(Controller):
         self, db_session: NamedDependency[AsyncSession], rec_id: FromPath[int], data: JSONBody[StatusIn]
     ) -> dict[str, Any]:
         return await RecommendationService(db_session).set_status(rec_id, data.status, data.note)
+
+
+async def _read_limited(request: Request[Any, Any, Any], limit: int) -> bytes:
+    """The body, read in chunks up to ``limit`` bytes. Litestar's limit is one value for the whole app;
+    bulk requests need a larger one than single submissions, so this route enforces its own."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(status_code=413, detail=f"bulk body over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _bulk_items(body: bytes, limit: int | None) -> list[bytes]:

@@ -93,9 +93,7 @@ class IngestionService:
         baseline = await self.runs.baseline(
             exclude, deployment_id=deployment.id if deployment is not None else None, values=values
         )
-        return analyse(
-            run, slo=_slo_of(deployment, slo), baseline=baseline, catalog=await self.catalogs.current()
-        )
+        return analyse(run, slo=_slo_of(deployment, slo), baseline=baseline, catalog=await self.catalogs.current())
 
     async def analyse_stored(self, row: Run) -> Analysis:
         """Analyse a stored run that has no analysis yet (bulk-loaded) and store the result."""
@@ -151,9 +149,7 @@ class IngestionService:
         await self.session.commit()
         return results
 
-    async def _existing_results(
-        self, prepared: list[PreparedRun], idempotency_key: str | None
-    ) -> list[RunResult]:
+    async def _existing_results(self, prepared: list[PreparedRun], idempotency_key: str | None) -> list[RunResult]:
         found = await self.runs.by_hashes([p.hash for p in prepared])
         if idempotency_key and len(found) < len(prepared):
             keyed = await self.runs.by_idempotency_keys(_keys(idempotency_key, len(prepared)))
@@ -254,9 +250,7 @@ class IngestionService:
             )
         return results
 
-    async def bulk(
-        self, items: list[ParsedSubmission], *, raw: bytes, content_type: str | None
-    ) -> BulkResult:
+    async def bulk(self, items: list[ParsedSubmission], *, raw: bytes, content_type: str | None) -> BulkResult:
         """Store many runs in one transaction, all or nothing, without per-run analysis: their
         recommendations are computed on the first read of ``/runs/{id}/recommendations``.
 
@@ -283,9 +277,7 @@ class IngestionService:
                     continue
                 seen.add(item.hash)
                 if raw_row is None:
-                    raw_row = await self.raws.store(
-                        raw, content_type=content_type, file_name=None, format_id="bulk"
-                    )
+                    raw_row = await self.raws.store(raw, content_type=content_type, file_name=None, format_id="bulk")
                 run = item.resolved.run
                 deployment_id = None
                 if run.deployment:
@@ -314,9 +306,7 @@ class IngestionService:
             await self.session.rollback()
             raise
         await self.session.commit()
-        return BulkResult(
-            received=len(prepared), created=len(ids), existing=len(prepared) - len(ids), run_ids=ids
-        )
+        return BulkResult(received=len(prepared), created=len(ids), existing=len(prepared) - len(ids), run_ids=ids)
 
 
 def _keys(idempotency_key: str, n: int) -> list[str]:
@@ -324,22 +314,23 @@ def _keys(idempotency_key: str, n: int) -> list[str]:
 
 
 def _rec_dict(row: Any) -> dict[str, Any]:
-    out = {
-        "id": row.id,
-        "rank": row.rank,
-        "rule_id": row.rule_id,
-        "name": row.name,
-        "action": row.action,
-        "phase": row.phase,
-        "severity": row.severity,
-        "score": row.score,
-        "title": row.title,
-        "evidence": row.evidence,
-        "fix": row.fix,
-        "expected_gain": row.expected_gain,
-        "confidence": row.confidence,
-        "status": row.status,
-        "status_note": row.status_note,
-    }
-    out.update(row.body or {})
+    # The rule's own extra fields first, so that the stored columns (status!) always win.
+    out = {f"rule_{k}" if k == "status" else k: v for k, v in (row.body or {}).items()}
+    out.update(
+        id=row.id,
+        rank=row.rank,
+        rule_id=row.rule_id,
+        name=row.name,
+        action=row.action,
+        phase=row.phase,
+        severity=row.severity,
+        score=row.score,
+        title=row.title,
+        evidence=row.evidence,
+        fix=row.fix,
+        expected_gain=row.expected_gain,
+        confidence=row.confidence,
+        status=row.status,
+        status_note=row.status_note,
+    )
     return out

@@ -193,9 +193,7 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         found: set[str] = set()
         for start in range(0, len(hashes), 500):
             chunk = hashes[start : start + 500]
-            found.update(
-                (await session.execute(select(Run.content_hash).where(Run.content_hash.in_(chunk)))).scalars()
-            )
+            found.update((await session.execute(select(Run.content_hash).where(Run.content_hash.in_(chunk)))).scalars())
         return found
 
     async def by_idempotency_keys(self, keys: list[str]) -> list[Run]:
@@ -282,9 +280,7 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
             stmt = stmt.where(Run.measured_at < filters.until)
         return stmt
 
-    async def page(
-        self, filters: RunFilters, *, limit: int, cursor: str | None
-    ) -> tuple[list[Run], int, str | None]:
+    async def page(self, filters: RunFilters, *, limit: int, cursor: str | None) -> tuple[list[Run], int, str | None]:
         """Newest first, keyset-paginated on (measured_at, id), with the filtered total."""
         session = self.repository.session
         total = int((await session.execute(self._filtered(select(func.count(Run.id)), filters))).scalar_one())

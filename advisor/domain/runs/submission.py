@@ -249,9 +249,7 @@ def parse_submission(
             return ParsedSubmission(fmt, runs, body, content_type, file_name, context, slo)
         return _parse_wrapper_files(wrapper.files or [], body, content_type, context, slo, format_id)
 
-    context = merge_contexts(
-        _convert_context(header_context, "header"), _convert_context(query_context, "query")
-    )
+    context = merge_contexts(_convert_context(header_context, "header"), _convert_context(query_context, "query"))
     fmt, runs = parse(inp, format_id or "auto")
     if fmt == "canonical":
         slo = next((r.slo for r in runs if r.slo is not None), None)
@@ -344,9 +342,7 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def normalise_run(
-    run: CanonicalRun, context: SubmissionContext, catalog: Any, *, from_file: bool
-) -> ResolvedRun:
+def normalise_run(run: CanonicalRun, context: SubmissionContext, catalog: Any, *, from_file: bool) -> ResolvedRun:
     """Fill the run from the context, resolve names, and reject contradictions.
 
     ``from_file``: the run came from a native tool file. Names the file itself carries but the catalog
@@ -387,20 +383,14 @@ def normalise_run(
     if context.measured_at is not None and run.measured_at is None:
         run.measured_at = context.measured_at
 
-    hardware_id, hw_given = _resolve_one(
-        catalog, "hardware", setup.hardware, context.hardware, from_file=from_file
-    )
-    model_id, model_given, implied_quant = _resolve_model(
-        catalog, setup.model, context.model, from_file=from_file
-    )
+    hardware_id, hw_given = _resolve_one(catalog, "hardware", setup.hardware, context.hardware, from_file=from_file)
+    model_id, model_given, implied_quant = _resolve_model(catalog, setup.model, context.model, from_file=from_file)
     quant_value = context.quantization if context.quantization is not None else setup.quantization
     if context.quantization is not None and setup.quantization is not None:
         _check_same(catalog, "quantization", setup.quantization, context.quantization)
     quantization_id: str | None = None
     if quant_value is not None:
-        quantization_id = _resolve_quant(
-            catalog, quant_value, from_file=from_file and context.quantization is None
-        )
+        quantization_id = _resolve_quant(catalog, quant_value, from_file=from_file and context.quantization is None)
         if implied_quant is not None and quantization_id is not None and implied_quant != quantization_id:
             raise Conflict(
                 f"the model name implies quantization {implied_quant!r} but the run says {quantization_id!r}",

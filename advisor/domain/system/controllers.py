@@ -64,3 +64,19 @@ class SystemController(Controller):
             model={"active": None, "source": "physics-prior"},
         )
         return Response(body, status_code=HTTP_200_OK if ok else HTTP_503_SERVICE_UNAVAILABLE)
+
+
+class FormatOut(msgspec.Struct):
+    format_id: str
+    description: str
+
+
+class FormatsController(Controller):
+    path = "/formats"
+    tags = ("system",)
+
+    @get("/", summary="Input formats POST /runs understands (auto-detected, or chosen with ?format=)")
+    async def formats(self) -> list[FormatOut]:
+        from advisor.ingest import parsers
+
+        return [FormatOut(p.format_id, p.description) for p in parsers()]

@@ -73,9 +73,7 @@ def _dist(metrics: dict[str, Any], name: str, *, unit: str | None, field: str) -
     if dist is None:
         return Percentiles()
     stats = {k: v for k, v in dist.items() if k not in ("mode", "variance", "count", "total_sum", "pdf")}
-    return percentiles_from_mapping(
-        stats, unit=unit, field=f"{field}.{name}.successful", zero_is_missing=True
-    )
+    return percentiles_from_mapping(stats, unit=unit, field=f"{field}.{name}.successful", zero_is_missing=True)
 
 
 def _mean(metrics: dict[str, Any], name: str, field: str) -> float | None:

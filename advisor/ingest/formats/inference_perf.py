@@ -87,9 +87,7 @@ def parse_lifecycle(doc: dict[str, Any]) -> CanonicalRun:
         metrics.total_throughput_tok_s = as_float(throughput.get("total_tokens_per_sec"))
         metrics.request_throughput_rps = as_float(throughput.get("requests_per_sec"))
         decode_from_tpot(metrics)
-        notes.append(
-            "prefill_tok_s not derived: inference-perf drives open-loop load, TTFT includes queueing"
-        )
+        notes.append("prefill_tok_s not derived: inference-perf drives open-loop load, TTFT includes queueing")
     if any(not getattr(metrics, f).is_empty() for f in _LATENCIES.values()):
         _check_order(metrics)
     return CanonicalRun(

@@ -56,9 +56,7 @@ _K_QUANT = re.compile(r"\b(Q[2-6])_K - (Small|Medium|Large)\b")
 _PLAIN_QUANT = re.compile(r"\b(I?Q\d_[A-Z0-9_]*[A-Z0-9]|TQ\d_\d|Q\d_K)\b")
 _FLOAT_QUANT = re.compile(r"\b(MXFP4|NVFP4|BF16|F16|F32)\b")
 # A trailing GGUF quantization tag in a file name ("-Q4_K_M", ".Q3_K_L", "-mxfp4", "-F16").
-_FILE_QUANT_SUFFIX = re.compile(
-    r"[-_.](?:i?q\d(?:_[a-z0-9]+)*|tq\d_\d|b?f16|f32|mxfp4|nvfp4)$", re.IGNORECASE
-)
+_FILE_QUANT_SUFFIX = re.compile(r"[-_.](?:i?q\d(?:_[a-z0-9]+)*|tq\d_\d|b?f16|f32|mxfp4|nvfp4)$", re.IGNORECASE)
 _SPLIT_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 
 
@@ -199,9 +197,7 @@ class LlamaBenchParser(ParserBase):
         rows, notes = self._rows(inp)
         rows = [r for r in rows if _is_row(r)]
         if not rows:
-            raise self.fail(
-                "no llama-bench test rows (objects with n_prompt, n_gen and avg_ts)", field="body"
-            )
+            raise self.fail("no llama-bench test rows (objects with n_prompt, n_gen and avg_ts)", field="body")
         runs: list[CanonicalRun] = []
         for index, row in enumerate(rows):
             run = self._run(row, index, rows)
@@ -257,9 +253,7 @@ class LlamaBenchParser(ParserBase):
         if kind == "pp":
             metrics.prefill_tok_s = avg_ts
             metrics.ttft_ms = _times(avg_ns, stddev_ns, samples, 1)
-            notes.append(
-                "pp test: ttft_ms is the time to process the prompt (engine only: no sampling, no HTTP)"
-            )
+            notes.append("pp test: ttft_ms is the time to process the prompt (engine only: no sampling, no HTTP)")
         elif kind == "tg":
             metrics.decode_tok_s = avg_ts
             metrics.tpot_ms = _times(avg_ns, stddev_ns, samples, n_gen)
@@ -282,9 +276,7 @@ class LlamaBenchParser(ParserBase):
                 notes=notes,
             )
 
-        test = (
-            f"pp{n_prompt}" if kind == "pp" else f"tg{n_gen}" if kind == "tg" else f"pp{n_prompt}+tg{n_gen}"
-        )
+        test = f"pp{n_prompt}" if kind == "pp" else f"tg{n_gen}" if kind == "tg" else f"pp{n_prompt}+tg{n_gen}"
         if n_depth:
             test += f" @ d{n_depth}"
         workload = Workload(
@@ -382,15 +374,12 @@ class LlamaBenchParser(ParserBase):
                 else:
                     labels["gpu_info"] = gpu_info or ""
                     notes.append(
-                        f"gpu_info lists {len(devices)} different devices; hardware is the first, "
-                        f"{devices[0]!r}"
+                        f"gpu_info lists {len(devices)} different devices; hardware is the first, {devices[0]!r}"
                     )
         elif cpu_info:
             setup.hardware = cpu_info
             if devices:
-                notes.append(
-                    "n_gpu_layers = 0: the weights stay in system memory, so the CPU is the hardware"
-                )
+                notes.append("n_gpu_layers = 0: the weights stay in system memory, so the CPU is the hardware")
         if cpu_info:
             labels["cpu_info"] = cpu_info
         if backends := _text(row.get("backends")):
@@ -438,14 +427,10 @@ class LlamaBenchParser(ParserBase):
 
 
 def _settings_key(row: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(
-        sorted((k, json.dumps(v, sort_keys=True)) for k, v in row.items() if k not in _RESULT_FIELDS)
-    )
+    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in row.items() if k not in _RESULT_FIELDS))
 
 
-def _times(
-    avg_ns: float | None, stddev_ns: float | None, samples_ns: Sequence[float], per: int
-) -> Percentiles:
+def _times(avg_ns: float | None, stddev_ns: float | None, samples_ns: Sequence[float], per: int) -> Percentiles:
     """Repetition times in ms, divided by ``per`` (tokens, for a per-token time)."""
     if avg_ns is None:
         return Percentiles()

@@ -41,11 +41,7 @@ _TIMING_FIELDS = (
 
 def _is_response(obj: object) -> bool:
     """FORMATS.md §9.4 rule 9: an object with ``timings.predicted_per_second``."""
-    return (
-        isinstance(obj, dict)
-        and isinstance(obj.get("timings"), dict)
-        and "predicted_per_second" in obj["timings"]
-    )
+    return isinstance(obj, dict) and isinstance(obj.get("timings"), dict) and "predicted_per_second" in obj["timings"]
 
 
 def _is_intermediate_chunk(obj: Mapping[str, Any]) -> bool:
@@ -61,9 +57,7 @@ def _is_intermediate_chunk(obj: Mapping[str, Any]) -> bool:
 
 class LlamaServerParser(ParserBase):
     format_id = "llama_server"
-    description = (
-        "llama.cpp llama-server completion responses with their timings (native or OpenAI-compatible)"
-    )
+    description = "llama.cpp llama-server completion responses with their timings (native or OpenAI-compatible)"
     tool = "llama-server"
     priority: ClassVar[int] = 90
 
@@ -144,9 +138,7 @@ class LlamaServerParser(ParserBase):
                 evaluated.append(prompt_n)
             total_prompt = as_float(response.get("tokens_evaluated"), f"[{index}].tokens_evaluated")
             if total_prompt is None:
-                total_prompt = as_float(
-                    dig(response, "usage", "prompt_tokens"), f"[{index}].usage.prompt_tokens"
-                )
+                total_prompt = as_float(dig(response, "usage", "prompt_tokens"), f"[{index}].usage.prompt_tokens")
             if total_prompt is None and prompt_n is not None:
                 total_prompt = prompt_n + (cache_n or 0.0)
             if total_prompt is not None:

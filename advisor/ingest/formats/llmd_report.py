@@ -142,9 +142,7 @@ def _engine_args(args: object, setup: Setup) -> None:
             setup.engine_args.setdefault(key, value)
 
 
-def _apply_latency(
-    metrics: Metrics, latency: dict[str, Any], tool: str | None, field: str, notes: list[str]
-) -> None:
+def _apply_latency(metrics: Metrics, latency: dict[str, Any], tool: str | None, field: str, notes: list[str]) -> None:
     mapping = _LATENCY_GUIDELLM if tool == "guidellm" else _LATENCY_DEFAULT
     if tool == "guidellm":
         notes.append(
@@ -174,12 +172,8 @@ def _requests(requests: dict[str, Any], field: str, workload: Workload, metrics:
     metrics.requests_failed = failures
     if total is not None:
         metrics.requests_completed = max(total - (failures or 0) - (incomplete or 0), 0)
-    workload.prompt_tokens_mean = _stats(
-        requests.get("input_length"), f"{field}.input_length", time=False
-    ).mean
-    workload.output_tokens_mean = _stats(
-        requests.get("output_length"), f"{field}.output_length", time=False
-    ).mean
+    workload.prompt_tokens_mean = _stats(requests.get("input_length"), f"{field}.input_length", time=False).mean
+    workload.output_tokens_mean = _stats(requests.get("output_length"), f"{field}.output_length", time=False).mean
 
 
 def _parse_v01(doc: dict[str, Any]) -> CanonicalRun:

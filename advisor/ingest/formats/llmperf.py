@@ -107,9 +107,7 @@ class LlmperfParser(ParserBase):
     def sniff(self, inp: Input) -> bool:
         # FORMATS.md §9.4 rule 4.
         doc = inp.json
-        return (
-            isinstance(doc, dict) and doc.get("version") == RESULTS_VERSION and "results_ttft_s_mean" in doc
-        )
+        return isinstance(doc, dict) and doc.get("version") == RESULTS_VERSION and "results_ttft_s_mean" in doc
 
     def parse(self, inp: Input) -> list[CanonicalRun]:
         doc = inp.require_json()

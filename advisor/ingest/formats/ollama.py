@@ -55,9 +55,7 @@ class OllamaParser(ParserBase):
         doc = inp.json
         if isinstance(doc, dict):
             wrapped = doc.get("value")
-            return _is_response(doc) or (
-                isinstance(wrapped, list) and any(_is_response(r) for r in wrapped[:50])
-            )
+            return _is_response(doc) or (isinstance(wrapped, list) and any(_is_response(r) for r in wrapped[:50]))
         if isinstance(doc, list):
             return any(_is_response(r) for r in doc[:50])
         records = inp.json_lines
@@ -85,9 +83,7 @@ class OllamaParser(ParserBase):
             raise self.fail("no final (done: true) Ollama response in the body", field="done")
         notes: list[str] = []
         if chunks:
-            notes.append(
-                f"streamed response: {chunks} intermediate chunk(s) skipped, counters from the final one"
-            )
+            notes.append(f"streamed response: {chunks} intermediate chunk(s) skipped, counters from the final one")
         if skipped_lines:
             notes.append(f"skipped {skipped_lines} non-JSON line(s)")
         skipped_other = len(finals) - len(responses)
@@ -211,11 +207,7 @@ class OllamaParser(ParserBase):
 
         kinds = {"chat" if "message" in r else "generate" for _, r in items}
         tool = (
-            "ollama /api/chat"
-            if kinds == {"chat"}
-            else "ollama /api/generate"
-            if kinds == {"generate"}
-            else "ollama"
+            "ollama /api/chat" if kinds == {"chat"} else "ollama /api/generate" if kinds == {"generate"} else "ollama"
         )
         return CanonicalRun(
             measured_at=min(times) if times else None,

@@ -72,12 +72,7 @@ def _server_args(server_info: object) -> tuple[dict[str, Any], str | None]:
         return info, None
     for role in ("decode", "internal_states", "prefill"):
         entries = info.get(role)
-        if (
-            isinstance(entries, list)
-            and entries
-            and isinstance(entries[0], dict)
-            and "model_path" in entries[0]
-        ):
+        if isinstance(entries, list) and entries and isinstance(entries[0], dict) and "model_path" in entries[0]:
             where = f"server_info.{role}[0]"
             return entries[0], f"server arguments read from {where} (disaggregated or routed deployment)"
     return {}, None

@@ -244,12 +244,7 @@ def parse_vllm_result(doc: dict[str, Any], *, legacy: bool, field_prefix: str = 
     labels: dict[str, str] = {}
     engine_args: dict[str, Any] = {}
     for key, value in doc.items():
-        if (
-            not isinstance(key, str)
-            or key in _KNOWN_KEYS
-            or key.startswith(_TOOL_PREFIXES)
-            or _STAT_KEY.match(key)
-        ):
+        if not isinstance(key, str) or key in _KNOWN_KEYS or key.startswith(_TOOL_PREFIXES) or _STAT_KEY.match(key):
             continue
         if key in _ENGINE_ARG_KEYS and isinstance(value, int | float | bool):
             engine_args[key] = value
@@ -312,9 +307,7 @@ def parse_vllm_result(doc: dict[str, Any], *, legacy: bool, field_prefix: str = 
         computed = _from_arrays(doc, field_prefix, notes)
         for target in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
             stats = summary.get(target)
-            if stats is not None and all(
-                getattr(stats, f) in (None, 0.0) for f in Percentiles.__struct_fields__
-            ):
+            if stats is not None and all(getattr(stats, f) in (None, 0.0) for f in Percentiles.__struct_fields__):
                 notes.append(f"{target} statistics are all 0.0 (nothing measured); dropped")
                 stats = None
             extra = computed.get(target)
@@ -370,9 +363,7 @@ class _VllmBase(ParserBase):
 
 class VllmBenchParser(_VllmBase):
     format_id = "vllm_bench"
-    description = (
-        "vLLM `vllm bench serve --save-result` JSON (also --append-result JSON-Lines, sweep summary)"
-    )
+    description = "vLLM `vllm bench serve --save-result` JSON (also --append-result JSON-Lines, sweep summary)"
     tool = "vllm bench serve"
     legacy = False
 

@@ -171,9 +171,7 @@ LLAMA_4_SCOUT: dict[str, Any] = {  # meta-llama/Llama-4-Scout-17B-16E-Instruct (
         "llama4",
     ],
 )
-def test_hf_config_matches_the_catalog_row(
-    config: dict[str, Any], catalog_id: str, active_tolerance: float
-) -> None:
+def test_hf_config_matches_the_catalog_row(config: dict[str, Any], catalog_id: str, active_tolerance: float) -> None:
     row = Catalog.default().get_model(catalog_id)
     spec = model_from_hf_config(config)
     assert spec.num_hidden_layers == row.num_hidden_layers

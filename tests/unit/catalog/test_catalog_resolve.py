@@ -70,9 +70,7 @@ def test_hardware_aliases(catalog: Catalog, name: str, expected: str) -> None:
         ("GH200", {"nvidia-gh200-96gb", "nvidia-gh200-144gb"}),
     ],
 )
-def test_ambiguous_hardware_is_refused_with_the_candidates(
-    catalog: Catalog, name: str, suggested: set[str]
-) -> None:
+def test_ambiguous_hardware_is_refused_with_the_candidates(catalog: Catalog, name: str, suggested: set[str]) -> None:
     with pytest.raises(UnknownName) as info:
         catalog.resolve_hardware(name, field_prefix="setup.hardware")
     assert set(info.value.matches) == suggested

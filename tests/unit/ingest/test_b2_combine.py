@@ -69,9 +69,7 @@ def test_inputs_are_not_modified(bench: CanonicalRun, telemetry: CanonicalRun) -
     assert (run_to_builtins(bench), run_to_builtins(telemetry)) == before
 
 
-def test_an_empty_latency_distribution_is_taken_from_the_server(
-    bench: CanonicalRun, telemetry: CanonicalRun
-) -> None:
+def test_an_empty_latency_distribution_is_taken_from_the_server(bench: CanonicalRun, telemetry: CanonicalRun) -> None:
     bench.metrics.itl_ms = Percentiles()
     out = combine(bench, telemetry)
     assert out.metrics.itl_ms == telemetry.metrics.itl_ms

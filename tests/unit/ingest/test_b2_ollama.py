@@ -45,9 +45,7 @@ def test_without_load_duration_ttft_is_prompt_evaluation_only() -> None:
 
 
 def test_cached_prompt_tokens_are_taken_out_of_prefill() -> None:
-    runs = PARSER.parse(
-        Input((FIXTURES / "edge-three-chat-responses-cold-first-cached-prompt.jsonl").read_bytes())
-    )
+    runs = PARSER.parse(Input((FIXTURES / "edge-three-chat-responses-cold-first-cached-prompt.jsonl").read_bytes()))
     m = runs[0].metrics
     per_token_ms = [400 / 1200, 22 / (1210 - 1152), 16 / (1190 - 1152)]
     assert m.prefill_tok_s == pytest.approx(1000 / (sum(per_token_ms) / 3))

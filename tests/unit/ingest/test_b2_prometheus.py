@@ -195,12 +195,8 @@ def before_and_increment(
     keys = ("prompt", "generation", "ok", "hits", "preemptions")
     before = {k: float(draw(st.integers(0, 10**9))) for k in keys}
     inc = {k: float(draw(st.integers(0, 10**6))) for k in keys}
-    itl_before = tuple(
-        float(c) for c in _cumulative(draw(st.lists(st.integers(0, 1000), min_size=5, max_size=5)))
-    )
-    itl_inc = tuple(
-        float(c) for c in _cumulative(draw(st.lists(st.integers(0, 1000), min_size=5, max_size=5)))
-    )
+    itl_before = tuple(float(c) for c in _cumulative(draw(st.lists(st.integers(0, 1000), min_size=5, max_size=5))))
+    itl_inc = tuple(float(c) for c in _cumulative(draw(st.lists(st.integers(0, 1000), min_size=5, max_size=5))))
     return before, inc, itl_before, itl_inc
 
 
@@ -248,9 +244,7 @@ def test_delta_is_after_minus_before(
     assert t.histograms["itl"].sum == pytest.approx(itl_inc[-1] * 0.02, abs=1e-6)
     run = telemetry_to_run(t)
     expected_rate = inc["hits"] / queries_inc if queries_inc else None
-    assert run.metrics.prefix_cache_hit_rate == (
-        pytest.approx(expected_rate) if expected_rate is not None else None
-    )
+    assert run.metrics.prefix_cache_hit_rate == (pytest.approx(expected_rate) if expected_rate is not None else None)
     assert run.metrics.preemptions == inc["preemptions"]
 
 
@@ -266,9 +260,7 @@ def test_delta_is_after_minus_before(
         ),
     ],
 )
-def test_a_counter_that_went_down_is_a_reset(
-    before: dict[str, object], after: dict[str, object], field: str
-) -> None:
+def test_a_counter_that_went_down_is_a_reset(before: dict[str, object], after: dict[str, object], field: str) -> None:
     first = parse_scrape(vllm_text(**before))  # type: ignore[arg-type]
     last = parse_scrape(vllm_text(**after))  # type: ignore[arg-type]
     with pytest.raises(IngestError, match="restarted") as info:
@@ -285,9 +277,7 @@ def test_a_changed_created_timestamp_is_a_reset_even_when_counters_grew() -> Non
 
 def test_gauges_come_from_the_scrapes_during_the_run() -> None:
     first = parse_scrape(vllm_text(waiting=0, kv=0.0))
-    during = [
-        parse_scrape(vllm_text(waiting=w, kv=k, running=r)) for w, k, r in ((4, 0.5, 32), (10, 0.9, 64))
-    ]
+    during = [parse_scrape(vllm_text(waiting=w, kv=k, running=r)) for w, k, r in ((4, 0.5, 32), (10, 0.9, 64))]
     last = parse_scrape(vllm_text(waiting=0, kv=0.05))
     t = scrape_delta(first, last, during=during)
     assert (t.gauges["waiting"].mean, t.gauges["waiting"].max, t.gauges["waiting"].samples) == (7, 10, 2)
@@ -303,17 +293,13 @@ def test_gauges_come_from_the_scrapes_during_the_run() -> None:
 
 def test_throughput_needs_the_scrape_times() -> None:
     first = parse_scrape(vllm_text(prompt=0, generation=0, ok=0), taken_at=datetime(2026, 1, 1, tzinfo=UTC))
-    last = parse_scrape(
-        vllm_text(prompt=6000, generation=1200, ok=30), taken_at=datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
-    )
+    last = parse_scrape(vllm_text(prompt=6000, generation=1200, ok=30), taken_at=datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
     run = telemetry_to_run(scrape_delta(first, last))
     assert run.metrics.duration_s == 60
     assert run.metrics.input_throughput_tok_s == pytest.approx(100)
     assert run.metrics.output_throughput_tok_s == pytest.approx(20)
     assert run.metrics.request_throughput_rps == pytest.approx(0.5)
-    untimed = telemetry_to_run(
-        scrape_delta(parse_scrape(vllm_text(prompt=0)), parse_scrape(vllm_text(prompt=6000)))
-    )
+    untimed = telemetry_to_run(scrape_delta(parse_scrape(vllm_text(prompt=0)), parse_scrape(vllm_text(prompt=6000))))
     assert untimed.metrics.output_throughput_tok_s is None
     assert untimed.metrics.duration_s is None
 
@@ -359,9 +345,7 @@ def test_older_vllm_names_are_read_as_the_new_ones() -> None:
     assert "itl" in t.histograms
     assert any("older metric names" in n for n in t.notes)
     # When both names are exposed (0.10/0.11 with hidden metrics shown), the new one wins.
-    both = parse_scrape(
-        vllm_text(kv=0.3) + "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.9\n"
-    )
+    both = parse_scrape(vllm_text(kv=0.3) + "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.9\n")
     assert both.renamed == ()
     assert scrape_totals(both).gauges["kv_usage"].mean == pytest.approx(0.3)
 
@@ -423,9 +407,7 @@ def test_split_on_repeated_directives_and_scraped_at_lines() -> None:
 
 
 def test_sample_timestamps_give_the_scrape_time() -> None:
-    scrape = parse_scrape(
-        "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 2 1767225600000\n"
-    )
+    scrape = parse_scrape("# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 2 1767225600000\n")
     assert scrape.taken_at == datetime(2026, 1, 1, tzinfo=UTC)
 
 

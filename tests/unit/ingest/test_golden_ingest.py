@@ -16,9 +16,7 @@ FIXTURES = list(golden.fixtures())
 
 
 def test_fixture_tree_is_not_empty() -> None:
-    assert len(FIXTURES) >= 10, (
-        "tests/fixtures/ingest holds no fixtures: the golden suite would pass vacuously"
-    )
+    assert len(FIXTURES) >= 10, "tests/fixtures/ingest holds no fixtures: the golden suite would pass vacuously"
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda f: f.id)

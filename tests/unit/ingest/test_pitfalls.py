@@ -152,13 +152,9 @@ def test_llmperf_string_integers_and_no_tpot() -> None:
     _, (run,) = _runs("llmperf/llmperf_summary.json")
     assert run.workload.prompt_tokens_mean == raw["results_number_input_tokens_mean"]
     assert run.metrics.tpot_ms.is_empty() and run.metrics.itl_ms.is_empty()
-    assert run.metrics.request_throughput_rps == pytest.approx(
-        raw["results_num_completed_requests_per_min"] / 60
-    )
+    assert run.metrics.request_throughput_rps == pytest.approx(raw["results_num_completed_requests_per_min"] / 60)
     # Not the per-request output ÷ E2E figure, which counts TTFT as decode time.
-    assert run.metrics.decode_tok_s != pytest.approx(
-        raw["results_request_output_throughput_token_per_s_mean"]
-    )
+    assert run.metrics.decode_tok_s != pytest.approx(raw["results_request_output_throughput_token_per_s_mean"])
     e2e = raw["results_end_to_end_latency_s_mean"]
     ttft = raw["results_ttft_s_mean"]
     out = raw["results_number_output_tokens_mean"]

@@ -11,10 +11,7 @@ from advisor.ingest.base import Input, Parser
 from advisor.ingest.registry import parsers
 
 CASES = [
-    (fixture, parser)
-    for fixture in golden.fixtures()
-    for parser in parsers()
-    if parser.format_id != fixture.format_id
+    (fixture, parser) for fixture in golden.fixtures() for parser in parsers() if parser.format_id != fixture.format_id
 ]
 
 

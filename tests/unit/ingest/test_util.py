@@ -116,10 +116,7 @@ def test_percentiles_from_values_match_numpy_and_are_ordered(values: list[float]
     assert p.p99 == pytest.approx(float(np.percentile(values, 99)))
     assert p.mean == pytest.approx(float(np.mean(values)))
     ordered = [p.min, p.p25, p.p50, p.p75, p.p90, p.p95, p.p99, p.p99_9, p.max]
-    assert all(
-        a is not None and b is not None and a <= b * (1 + 1e-12) + 1e-12
-        for a, b in itertools.pairwise(ordered)
-    )
+    assert all(a is not None and b is not None and a <= b * (1 + 1e-12) + 1e-12 for a, b in itertools.pairwise(ordered))
 
 
 def test_percentiles_from_mapping_prefers_explicit_p50_and_drops_all_zero_sets() -> None:
@@ -132,9 +129,7 @@ def test_percentiles_from_mapping_prefers_explicit_p50_and_drops_all_zero_sets()
 
 def test_iso_to_utc_notes_a_naive_time() -> None:
     notes: list[str] = []
-    assert _util.iso_to_utc("2025-10-03T13:13:39", "start_time", notes) == datetime(
-        2025, 10, 3, 13, 13, 39, tzinfo=UTC
-    )
+    assert _util.iso_to_utc("2025-10-03T13:13:39", "start_time", notes) == datetime(2025, 10, 3, 13, 13, 39, tzinfo=UTC)
     assert notes and "assumed UTC" in notes[0]
     notes.clear()
     assert _util.iso_to_utc("2025-10-03T15:13:39+02:00", "start_time", notes) == datetime(

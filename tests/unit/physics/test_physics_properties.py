@@ -148,27 +148,21 @@ def test_decode_rises_with_bandwidth(
     # Hold compute fixed so only bandwidth changes (the estimate would otherwise scale with it).
     if hw.fp16_tflops is None:
         hw = HardwareSpec(hw.id, hw.name, hw.kind, hw.vendor, hw.mem_bandwidth_gb_s, hw.memory_gb, 1e4, 1e4)
-        faster = HardwareSpec(
-            hw.id, hw.name, hw.kind, hw.vendor, faster.mem_bandwidth_gb_s, hw.memory_gb, 1e4, 1e4
-        )
+        faster = HardwareSpec(hw.id, hw.name, hw.kind, hw.vendor, faster.mem_bandwidth_gb_s, hw.memory_gb, 1e4, 1e4)
     slow_roof = analyse(hw, model, quant, prompt_tokens=prompt)
     fast_roof = analyse(faster, model, quant, prompt_tokens=prompt)
     assert fast_roof.decode_ceiling_tok_s >= slow_roof.decode_ceiling_tok_s
 
 
 @given(hardware(), models(), bits, st.floats(min_value=0.5, max_value=16), tokens)
-def test_decode_falls_with_bits(
-    hw: HardwareSpec, model: ModelSpec, bpw: float, extra: float, prompt: int
-) -> None:
+def test_decode_falls_with_bits(hw: HardwareSpec, model: ModelSpec, bpw: float, extra: float, prompt: int) -> None:
     low = analyse(hw, model, QuantSpec("q", "q", bpw, "int"), prompt_tokens=prompt)
     high = analyse(hw, model, QuantSpec("q", "q", bpw + extra, "int"), prompt_tokens=prompt)
     assert high.decode_ceiling_tok_s <= low.decode_ceiling_tok_s
 
 
 @given(hardware(), models(), bits, tokens, st.integers(min_value=1, max_value=200_000))
-def test_decode_falls_with_context(
-    hw: HardwareSpec, model: ModelSpec, bpw: float, prompt: int, more: int
-) -> None:
+def test_decode_falls_with_context(hw: HardwareSpec, model: ModelSpec, bpw: float, prompt: int, more: int) -> None:
     quant = QuantSpec("q", "q", bpw, "gguf")
     short = analyse(hw, model, quant, prompt_tokens=prompt)
     long = analyse(hw, model, quant, prompt_tokens=prompt + more)

@@ -201,9 +201,7 @@ def test_prefill_quadratic_term_grows_faster_than_linear() -> None:
         (ARC, FP8, "bf16", 56.0, True),  # no fp8 units: 16-bit estimate
     ],
 )
-def test_prefill_dtype_and_rate(
-    hw: HardwareSpec, quant: QuantSpec, dtype: str, tflops: float, estimated: bool
-) -> None:
+def test_prefill_dtype_and_rate(hw: HardwareSpec, quant: QuantSpec, dtype: str, tflops: float, estimated: bool) -> None:
     roof = analyse(hw, LLAMA_8B, quant, prompt_tokens=2048)
     assert roof.prefill_dtype == dtype
     assert roof.prefill_tflops == pytest.approx(tflops)

@@ -1,0 +1,94 @@
+"""Helpers shared by the benchmarks: free ports, servers in subprocesses, synthetic runs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def server(app: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run ``uvicorn app`` (one worker, one process) and yield its base URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "uvicorn",
+            app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/health", timeout=1).status_code < 500 or app.endswith("_echo_app:app"):
+                    break
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def canonical_run(i: int, rng: random.Random) -> dict[str, Any]:
+    """A realistic, distinct canonical run (Llama-3.1-8B on an A10G or L40S, vLLM)."""
+    hardware = ("nvidia-a10g", "nvidia-l40s")[i % 2]
+    decode = rng.uniform(20, 34) if hardware == "nvidia-a10g" else rng.uniform(30, 50)
+    ttft = rng.uniform(80, 400)
+    itl = 1000 / decode
+    return {
+        "deployment": f"bench-{i % 10}",
+        "measured_at": f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i // 60) % 60:02d}Z",
+        "labels": {"bench": "ingest", "i": str(i)},
+        "setup": {
+            "runtime": "vllm",
+            "hardware": hardware,
+            "model": "llama-3.1-8b",
+            "quantization": "bf16",
+            "engine_args": {"enable_prefix_caching": True, "max_num_batched_tokens": 2048},
+        },
+        "workload": {
+            "num_requests": 200,
+            "concurrency": 4,
+            "prompt_tokens_mean": rng.choice([256, 1024, 2048]),
+            "output_tokens_mean": 256,
+        },
+        "metrics": {
+            "ttft_ms": {"mean": ttft, "p50": ttft * 0.9, "p90": ttft * 1.3, "p99": ttft * 1.8},
+            "itl_ms": {"mean": itl, "p50": itl, "p90": itl * 1.2, "p99": itl * 1.6},
+            "decode_tok_s": decode,
+            "output_throughput_tok_s": decode * 3.6,
+            "queue_waiting_mean": rng.choice([0, 0, 0, 1.5]),
+            "kv_cache_usage_mean": rng.uniform(0.05, 0.6),
+            "requests_completed": 200,
+        },
+    }
