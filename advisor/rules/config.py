@@ -224,9 +224,7 @@ def _merge(
     for section, body in incoming.items():
         if section not in specs:
             known = ", ".join(sorted(specs))
-            raise ThresholdsError(
-                f"{origin}: unknown section [{section}]; known sections: {known}", field=section
-            )
+            raise ThresholdsError(f"{origin}: unknown section [{section}]; known sections: {known}", field=section)
         if not isinstance(body, Mapping):
             raise ThresholdsError(f"{origin}: [{section}] must be a table", field=section)
         declared = {s.key: s for s in specs[section]}
@@ -253,9 +251,7 @@ def _merge(
 def _check_value(spec: Spec, value: Any, where: str, origin: str) -> None:
     if isinstance(spec, ThresholdSpec):
         if not isinstance(value, list) or not all(_is_number(v) for v in value):
-            raise ThresholdsError(
-                f"{origin}: {where} must be a list of 4 numbers, got {value!r}", field=where
-            )
+            raise ThresholdsError(f"{origin}: {where} must be a list of 4 numbers, got {value!r}", field=where)
         try:
             Thresholds.of(value, ascending=spec.ascending)
         except ValueError as exc:
@@ -283,9 +279,7 @@ def _build(
         params: dict[str, float] = {}
         for spec in declared:
             if spec.key not in body:
-                raise ThresholdsError(
-                    f"{origin}: [{section}] is missing {spec.key!r}", field=f"{section}.{spec.key}"
-                )
+                raise ThresholdsError(f"{origin}: [{section}] is missing {spec.key!r}", field=f"{section}.{spec.key}")
             value = body[spec.key]
             if isinstance(spec, ThresholdSpec):
                 thresholds[spec.key] = Thresholds.of(value, ascending=spec.ascending)

@@ -66,8 +66,7 @@ SUPPLY_HINTS: dict[str, str] = {
         "?runtime=<name>, the X-Advisor-Runtime header, or `advisor submit --runtime <name>`"
     ),
     "workload.prompt_tokens_mean": (
-        "set workload.prompt_tokens_mean (mean prompt length in tokens; benchmark tools report it as "
-        "input length)"
+        "set workload.prompt_tokens_mean (mean prompt length in tokens; benchmark tools report it as input length)"
     ),
     "workload.concurrency": (
         "set workload.concurrency (streams in flight), or workload.request_rate with metrics.e2e_ms, or the "

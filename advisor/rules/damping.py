@@ -32,8 +32,7 @@ COMMON_SPECS: tuple[ThresholdSpec, ...] = (
         ascending=True,
         unit="ratio",
         doc=(
-            "found ÷ objective (objective ÷ found for minimums); caps findings on that metric (met "
-            "comfortably → low)"
+            "found ÷ objective (objective ÷ found for minimums); caps findings on that metric (met comfortably → low)"
         ),
     ),
 )

@@ -182,9 +182,7 @@ def _order_fix(fix: Mapping[str, str], runtime: str | None) -> tuple[dict[str, s
 def _recommend(rule: Rule, finding: Finding, severity: Severity, runtime: str | None) -> Recommendation:
     action = finding.action or rule.action
     if action not in rule.all_actions or action not in ACTIONS:
-        raise ValueError(
-            f"{rule.id} returned action {action!r}, not one it declares ({', '.join(rule.all_actions)})"
-        )
+        raise ValueError(f"{rule.id} returned action {action!r}, not one it declares ({', '.join(rule.all_actions)})")
     fix, own = _order_fix(finding.fix, runtime)
     confidence = max(0.0, min(1.0, finding.confidence))
     return Recommendation(
@@ -278,14 +276,11 @@ def advise(
             fail = True
             verb = "above" if SLO_METRICS[check.objective][1] else "below"
             verdict_reasons.append(
-                f"SLO {check.objective}: {check.metric} {check.found:g} is {verb} the objective "
-                f"{check.target:g}"
+                f"SLO {check.objective}: {check.metric} {check.found:g} is {verb} the objective {check.target:g}"
             )
 
     recommendations.sort(key=lambda r: (-int(r.severity), -r.score, r.rule_id))
-    stable_moderate = [
-        r for r in recommendations if r.status == Status.STABLE and r.severity >= Severity.MODERATE
-    ]
+    stable_moderate = [r for r in recommendations if r.status == Status.STABLE and r.severity >= Severity.MODERATE]
     verdict: Verdict
     if fail:
         verdict = "fail"

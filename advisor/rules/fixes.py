@@ -35,8 +35,7 @@ def merge(*parts: dict[str, str], sep: str = " ") -> dict[str, str]:
 def prefix_caching() -> dict[str, str]:
     return {
         "vllm": (
-            "--enable-prefix-caching (on by default in the V1 engine, vLLM ≥ 0.8; remove "
-            "--no-enable-prefix-caching)."
+            "--enable-prefix-caching (on by default in the V1 engine, vLLM ≥ 0.8; remove --no-enable-prefix-caching)."
         ),
         "sglang": "Remove --disable-radix-cache (RadixAttention caches shared prefixes by default).",
         "tgi": "TGI ≥ 3 caches prefixes by default; do not set PREFIX_CACHING=0 (older TGI: upgrade).",
@@ -79,14 +78,8 @@ def chunked_prefill_on(budget: int) -> dict[str, str]:
         ),
         "sglang": f"--chunked-prefill-size {budget} (a value of -1 disables chunking).",
         "trtllm": f"enable_chunked_prefill: true and max_num_tokens: {budget} {EXTRA_OPTIONS}.",
-        "tgi": (
-            "TGI ≥ 3 chunks prefills by default: upgrade, and bound the chunk with "
-            "--max-batch-prefill-tokens."
-        ),
-        "other": (
-            f"Enable chunked prefill with a {budget}-token budget so long prompts are mixed into decode "
-            "steps."
-        ),
+        "tgi": ("TGI ≥ 3 chunks prefills by default: upgrade, and bound the chunk with --max-batch-prefill-tokens."),
+        "other": (f"Enable chunked prefill with a {budget}-token budget so long prompts are mixed into decode steps."),
     }
 
 
@@ -96,9 +89,7 @@ def kv_cache_quant() -> dict[str, str]:
         "sglang": "--kv-cache-dtype fp8_e5m2",
         "tgi": "--kv-cache-dtype fp8_e5m2",
         "trtllm": f"kv_cache_config: {{dtype: fp8}} {EXTRA_OPTIONS}.",
-        "ollama": (
-            "OLLAMA_KV_CACHE_TYPE=q8_0 with OLLAMA_FLASH_ATTENTION=1 (KV quantization needs flash attention)."
-        ),
+        "ollama": ("OLLAMA_KV_CACHE_TYPE=q8_0 with OLLAMA_FLASH_ATTENTION=1 (KV quantization needs flash attention)."),
         "llamacpp": "-fa on -ctk q8_0 -ctv q8_0 (a quantized V cache needs flash attention).",
         "mlx": "mlx_lm.server/generate with --kv-bits 8.",
         "other": "Store the KV cache in 8 bits (FP8 or Q8_0): half the bytes per token to read and to hold.",
@@ -142,9 +133,7 @@ def weight_quant(target_bits: float) -> dict[str, str]:
             "other": "Quantize the weights to 8 bits (FP8, INT8 or Q8_0): half the bytes per decoded token.",
         }
     return {
-        "vllm": (
-            "Serve a 4-bit AWQ or GPTQ checkpoint (vLLM picks the Marlin kernels; --quantization awq_marlin)."
-        ),
+        "vllm": ("Serve a 4-bit AWQ or GPTQ checkpoint (vLLM picks the Marlin kernels; --quantization awq_marlin)."),
         "sglang": "Serve a 4-bit AWQ/GPTQ checkpoint (--quantization awq_marlin).",
         "tgi": "--quantize awq with an AWQ checkpoint (or --quantize gptq).",
         "trtllm": "Quantize to INT4 AWQ with NVIDIA ModelOpt (--qformat int4_awq) and serve that checkpoint.",
@@ -163,12 +152,11 @@ def speculative_decoding() -> dict[str, str]:
             "draft model)."
         ),
         "sglang": (
-            "--speculative-algorithm EAGLE --speculative-draft-model-path <eagle-draft> "
-            "--speculative-num-steps 3"
+            "--speculative-algorithm EAGLE --speculative-draft-model-path <eagle-draft> --speculative-num-steps 3"
         ),
         "tgi": "--speculate 2 (n-gram, or a Medusa checkpoint).",
         "trtllm": f"speculative_config (Eagle, MTP or a draft model) {EXTRA_OPTIONS}.",
         "llamacpp": "-md <small-draft-model.gguf> --draft-max 16 (a draft model of the same family).",
         "ollama": "Ollama has no speculative decoding; llama.cpp (-md) or vLLM support it.",
-        "other": "Speculative decoding: a cheap draft proposes several tokens that one weight read verifies.",
+        "other": "a cheap draft (n-gram, EAGLE or a small model) proposes tokens that one weight read verifies.",
     }

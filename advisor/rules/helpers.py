@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from advisor.physics import prefill_flops
+from advisor.physics import HardwareSpec, prefill_flops
 from advisor.rules.base import EvidenceSource
 from advisor.rules.config import RuleConfig
 from advisor.rules.context import RunContext
@@ -18,6 +18,7 @@ __all__ = [
     "describe_setup",
     "fmt",
     "fmt_range",
+    "hw_label",
     "latency_label",
     "matter_cap",
     "prefill_ms",
@@ -132,3 +133,8 @@ def describe_setup(ctx: RunContext) -> str:
     quant = ctx.quant.name if ctx.quant else "this quantization"
     runtime = f" on {ctx.runtime}" if ctx.runtime else ""
     return f"{hw}, {model} and {quant}{runtime}"
+
+
+def hw_label(hw: HardwareSpec) -> str:
+    """``"AMD Instinct MI210 (64GB HBM2e; PCIe)"``: the catalog name with its vendor."""
+    return hw.name if hw.name.lower().startswith(hw.vendor.lower()) else f"{hw.vendor} {hw.name}"

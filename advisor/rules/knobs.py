@@ -304,9 +304,7 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         ),
         _as_float,
     )
-    kv_dtype: Knob[str] = (
-        Knob(setup.kv_cache_dtype, True, "kv_cache_dtype") if setup.kv_cache_dtype else Knob()
-    )
+    kv_dtype: Knob[str] = Knob(setup.kv_cache_dtype, True, "kv_cache_dtype") if setup.kv_cache_dtype else Knob()
     if not kv_dtype.known:
         kv_dtype = _find(
             args, ("kv_cache_dtype", "ollama_kv_cache_type", "kv_cache_type", "cache_type_k", "ctk"), _as_str
@@ -346,9 +344,7 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         ),
         _present,
     )
-    disagg = _find(
-        args, ("kv_transfer_config", "disaggregation_mode", "disaggregation", "pd_disaggregation"), _present
-    )
+    disagg = _find(args, ("kv_transfer_config", "disaggregation_mode", "disaggregation", "pd_disaggregation"), _present)
     if not disagg.known:
         label = run.labels.get("disaggregated") or run.labels.get("pd_disaggregation")
         if label is not None and (b := _as_bool(label)) is not None:
@@ -393,9 +389,7 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         prefix = _or_default(prefix, True)  # cache_prompt defaults to true in llama-server
         if ctx_len.known and ctx_len.explicit and seqs.value:
             # -c is the total KV cache, divided among the -np slots.
-            ctx_len = Knob(
-                max(1, ctx_len.value // seqs.value) if ctx_len.value else None, True, f"{ctx_len.arg}/np"
-            )
+            ctx_len = Knob(max(1, ctx_len.value // seqs.value) if ctx_len.value else None, True, f"{ctx_len.arg}/np")
     return EngineConfig(
         runtime=runtime,
         prefix_caching=prefix,

@@ -63,14 +63,10 @@ def rule_classes() -> tuple[type[Rule], ...]:
                 and obj.__module__ == module.__name__
             ]
             if len(classes) != 1:
-                raise RuntimeError(
-                    f"{module.__name__} must define exactly one Rule subclass, found {len(classes)}"
-                )
+                raise RuntimeError(f"{module.__name__} must define exactly one Rule subclass, found {len(classes)}")
             cls = classes[0]
             if cls.id != info.name:
-                raise RuntimeError(
-                    f"{module.__name__}: rule id {cls.id!r} must match the file name {info.name!r}"
-                )
+                raise RuntimeError(f"{module.__name__}: rule id {cls.id!r} must match the file name {info.name!r}")
             if not cls.id.startswith(prefix) or not cls.id[len(prefix) :].isdigit():
                 raise RuntimeError(
                     f"{module.__name__}: rule id {cls.id!r} must be {prefix} + digits in group {group!r}"
@@ -155,9 +151,7 @@ def _spec_dict(spec: Spec, config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def catalogue(
-    *, table: ThresholdTable | None = None, rules: Sequence[Rule] | None = None
-) -> list[dict[str, Any]]:
+def catalogue(*, table: ThresholdTable | None = None, rules: Sequence[Rule] | None = None) -> list[dict[str, Any]]:
     """One entry per rule: identity, lifecycle, docs and effective thresholds."""
     out: list[dict[str, Any]] = []
     for rule in rules if rules is not None else get_rules(table=table, include_deprecated=True):

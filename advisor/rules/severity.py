@@ -72,9 +72,7 @@ class Thresholds:
         ok = all(a <= b for a, b in pairs) if self.ascending else all(a >= b for a, b in pairs)
         if not ok:
             direction = "ascending" if self.ascending else "descending"
-            raise ValueError(
-                f"thresholds must be {direction} (low, moderate, severe, critical), got {list(values)}"
-            )
+            raise ValueError(f"thresholds must be {direction} (low, moderate, severe, critical), got {list(values)}")
 
     @classmethod
     def of(cls, values: Sequence[float], *, ascending: bool = True) -> Thresholds:

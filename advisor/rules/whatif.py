@@ -111,9 +111,7 @@ def reanalyse(
         return None
 
 
-def _expected(
-    ctx: RunContext, roofline: Roofline, hardware: HardwareSpec | None, metric: str
-) -> float | None:
+def _expected(ctx: RunContext, roofline: Roofline, hardware: HardwareSpec | None, metric: str) -> float | None:
     fn = ctx.expectations_fn
     hw = hardware or ctx.hardware
     if fn is None or hw is None:

@@ -48,9 +48,7 @@ class KvPoolSaturated(Rule):
             minimum=0.1,
             maximum=1,
         ),
-        ParamSpec(
-            "fraction_target", unit="ratio", doc="memory fraction the fix proposes", minimum=0.1, maximum=1
-        ),
+        ParamSpec("fraction_target", unit="ratio", doc="memory fraction the fix proposes", minimum=0.1, maximum=1),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -135,9 +133,7 @@ class KvPoolSaturated(Rule):
             )
         tp = ctx.roofline.tensor_parallel if ctx.roofline is not None else 1
         fix = {
-            "vllm": (
-                f"--tensor-parallel-size {tp * 2} (the pool grows with the added memory) or another replica."
-            ),
+            "vllm": (f"--tensor-parallel-size {tp * 2} (the pool grows with the added memory) or another replica."),
             "sglang": f"--tp-size {tp * 2} or another replica (--dp-size).",
             "tgi": f"--num-shard {tp * 2} or another replica.",
             "trtllm": f"--tp_size {tp * 2} or another replica.",

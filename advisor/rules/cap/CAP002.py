@@ -37,9 +37,7 @@ class Preemptions(Rule):
     supersedes: ClassVar[tuple[str, ...]] = ("CAP001",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("per_request", ascending=True, unit="ratio", doc="pre-emptions per completed request"),
-        ParamSpec(
-            "fraction_target", unit="ratio", doc="memory fraction the fix proposes", minimum=0.1, maximum=1
-        ),
+        ParamSpec("fraction_target", unit="ratio", doc="memory fraction the fix proposes", minimum=0.1, maximum=1),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -78,10 +76,7 @@ class Preemptions(Rule):
         )
         fix.setdefault(
             "other",
-            (
-                "Give the KV pool more room (memory fraction, 8-bit KV cache, more GPUs) or run fewer "
-                "sequences at once."
-            ),
+            ("Give the KV pool more room (memory fraction, 8-bit KV cache, more GPUs) or run fewer sequences at once."),
         )
         evidence = [
             Evidence("preemptions", count, "0", "run"),

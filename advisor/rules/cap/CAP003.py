@@ -128,8 +128,7 @@ class ConfiguredContextExceedsPool(Rule):
             "sglang": f"--context-length {fit_len}{need}"
             + (f", or --max-running-requests {fit_seqs}." if alt else "."),
             "tgi": f"--max-total-tokens {fit_len}{need}.",
-            "trtllm": f"--max_seq_len {fit_len}{need}"
-            + (f", or --max_batch_size {fit_seqs}." if alt else "."),
+            "trtllm": f"--max_seq_len {fit_len}{need}" + (f", or --max_batch_size {fit_seqs}." if alt else "."),
             "ollama": f'"num_ctx": {fit_len}{need} (or OLLAMA_CONTEXT_LENGTH)'
             + (f", or OLLAMA_NUM_PARALLEL={fit_seqs}." if alt else "."),
             "llamacpp": f"-c {fit_len * slots} with -np {slots} gives each slot {fit_len} tokens{need}.",

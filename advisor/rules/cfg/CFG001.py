@@ -79,11 +79,7 @@ class ParallelismBelowConcurrency(Rule):
                 Evidence(name, knob.describe(), f">= {target}", "physics"),
                 Evidence("workload.concurrency", offered, f"<= {knob.value}", "run"),
                 *(
-                    (
-                        Evidence(
-                            "max_concurrent_sequences", float(cur.max_concurrent_sequences), "", "physics"
-                        ),
-                    )
+                    (Evidence("max_concurrent_sequences", float(cur.max_concurrent_sequences), "", "physics"),)
                     if cur and cur.max_concurrent_sequences
                     else ()
                 ),

@@ -88,8 +88,7 @@ class ChunkedPrefillDisabled(Rule):
             title=(
                 f"Chunked prefill is off: each {fmt(uncached)}-token prompt stalls all {fmt(conc)} "
                 "streams for about "
-                f"{fmt(stall, 'ms')}"
-                + (f" ({latency_label(path)} p99 {fmt(dist.p99, 'ms')})" if dist.p99 else "")
+                f"{fmt(stall, 'ms')}" + (f" ({latency_label(path)} p99 {fmt(dist.p99, 'ms')})" if dist.p99 else "")
             ),
             evidence=tuple(evidence),
             fix=fixes.chunked_prefill_on(budget),

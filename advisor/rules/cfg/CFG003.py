@@ -39,11 +39,7 @@ class KvQuantWithoutFlashAttention(Rule):
         if ctx.runtime not in ("ollama", "llamacpp"):
             return None
         e = ctx.engine
-        if (
-            e.kv_cache_16bit is not False
-            or not e.kv_cache_dtype.explicit
-            or e.flash_attention.value is not False
-        ):
+        if e.kv_cache_16bit is not False or not e.kv_cache_dtype.explicit or e.flash_attention.value is not False:
             return None
         gain: Gain | None = None
         cur = ctx.roofline

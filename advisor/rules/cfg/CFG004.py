@@ -63,11 +63,7 @@ class ContextWindowTruncatesPrompt(Rule):
         else:
             tol = self.p("exact_tolerance")
             hit = next(
-                (
-                    w
-                    for w in _OLLAMA_DEFAULT_CONTEXTS
-                    if ctx.runtime == "ollama" and abs(prompt - w) <= tol * w
-                ),
+                (w for w in _OLLAMA_DEFAULT_CONTEXTS if ctx.runtime == "ollama" and abs(prompt - w) <= tol * w),
                 None,
             )
             if hit is None:
@@ -81,11 +77,7 @@ class ContextWindowTruncatesPrompt(Rule):
             title=(
                 f"Prompts of {fmt(prompt)} tokens {'match' if inferred else 'fill'} a "
                 f"{fmt(window)}-token context window"
-                + (
-                    " (a default): they were probably cut"
-                    if inferred
-                    else f" to {fill:.0%}: long ones are truncated"
-                )
+                + (" (a default): they were probably cut" if inferred else f" to {fill:.0%}: long ones are truncated")
             ),
             evidence=(
                 Evidence(

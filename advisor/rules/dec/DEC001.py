@@ -89,13 +89,9 @@ class NearCeilingWithWideWeights(Rule):
                 f"{fmt(bits)}-bit weights; {target.name} would give about {fmt(to, 'tok/s')}"
             ),
             evidence=(
-                Evidence(
-                    "decode_tok_s", decode, f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)", "physics"
-                ),
+                Evidence("decode_tok_s", decode, f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)", "physics"),
                 Evidence("decode_efficiency", eff, "the stack is already near the ceiling", "physics"),
-                Evidence(
-                    "bits_per_weight", bits, f"{fmt(target.bits_per_weight)} with {target.name}", "physics"
-                ),
+                Evidence("bits_per_weight", bits, f"{fmt(target.bits_per_weight)} with {target.name}", "physics"),
                 Evidence(
                     "weight_gb_read_per_token",
                     cur.active_weight_bytes / 1e9,

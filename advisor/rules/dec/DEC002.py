@@ -78,9 +78,7 @@ class FarBelowCeiling(Rule):
             target = float(expected)
         if target <= decode:
             return None
-        cause_text = (
-            "; ".join(text for text, _ in causes) if causes else "no cause is visible in the run's settings"
-        )
+        cause_text = "; ".join(text for text, _ in causes) if causes else "no cause is visible in the run's settings"
         fix = self._fix(ctx, causes)
         return Finding(
             severity=severity,
@@ -131,11 +129,7 @@ class FarBelowCeiling(Rule):
         layers = ctx.model.num_hidden_layers if ctx.model is not None else None
         ngl = e.n_gpu_layers.value
         if ngl is not None and layers and ngl < layers:
-            what = (
-                "the whole model runs on the CPU"
-                if ngl == 0
-                else f"only {ngl} of {layers} layers are on the GPU"
-            )
+            what = "the whole model runs on the CPU" if ngl == 0 else f"only {ngl} of {layers} layers are on the GPU"
             out.append((what, (e.n_gpu_layers.arg or "n_gpu_layers", float(ngl), f">= {layers}")))
         elif ctx.roofline is not None and ctx.roofline.fits_in_memory is False and not e.cpu_offload_gb.value:
             out.append(
@@ -147,9 +141,7 @@ class FarBelowCeiling(Rule):
         return out
 
     @staticmethod
-    def _fix(
-        ctx: RunContext, causes: list[tuple[str, tuple[str, str | float | bool, str]]]
-    ) -> dict[str, str]:
+    def _fix(ctx: RunContext, causes: list[tuple[str, tuple[str, str | float | bool, str]]]) -> dict[str, str]:
         names = {arg for _, (arg, _v, _x) in causes}
         vllm, sglang, ollama, llamacpp = [], [], [], []
         if names & {"enforce_eager", "disable_cuda_graph"}:
@@ -157,8 +149,7 @@ class FarBelowCeiling(Rule):
             sglang.append("remove --disable-cuda-graph")
         if "cpu_offload_gb" in names or "fits_in_memory" in names:
             vllm.append(
-                "remove --cpu-offload-gb and fit the model with --tensor-parallel-size N or a "
-                "quantized checkpoint"
+                "remove --cpu-offload-gb and fit the model with --tensor-parallel-size N or a quantized checkpoint"
             )
             sglang.append("fit the model on the GPUs with --tp-size N or a quantized checkpoint")
             ollama.append(
@@ -167,8 +158,7 @@ class FarBelowCeiling(Rule):
             )
         if names & {"n_gpu_layers", "ngl", "gpu_layers", "num_gpu"}:
             llamacpp.append(
-                "-ngl 999 to keep every layer on the GPU (check the build has the "
-                "CUDA/Metal/ROCm/Vulkan backend)"
+                "-ngl 999 to keep every layer on the GPU (check the build has the CUDA/Metal/ROCm/Vulkan backend)"
             )
             ollama.append(
                 "let Ollama offload every layer (do not set num_gpu below the layer count; check "

@@ -39,9 +39,7 @@ class LongContextKvReads(Rule):
     actions: ClassVar[tuple[str, ...]] = ("reduce-context",)
     phase = Phase.DECODE
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec(
-            "kv_share", ascending=True, unit="ratio", doc="KV bytes ÷ all bytes read per decode step"
-        ),
+        ThresholdSpec("kv_share", ascending=True, unit="ratio", doc="KV bytes ÷ all bytes read per decode step"),
         ThresholdSpec(
             "decode_tok_s",
             ascending=False,

@@ -8,7 +8,7 @@ from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import decode_efficiency, fmt, matter_cap
+from advisor.rules.helpers import decode_efficiency, fmt, hw_label, matter_cap
 from advisor.rules.severity import damp
 
 DECODE_OBJECTIVES = ("decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms")
@@ -83,15 +83,12 @@ class QuantizationExhausted(Rule):
         lines: list[str] = []
         if options:
             listed = ", ".join(
-                f"{o.hardware.name} ({fmt(o.hardware.mem_bandwidth_gb_s)} GB/s) ≈ "
-                f"{fmt(o.decode_tok_s, 'tok/s')}"
+                f"{hw_label(o.hardware)} ({fmt(o.hardware.mem_bandwidth_gb_s)} GB/s) ≈ {fmt(o.decode_tok_s, 'tok/s')}"
                 for o in options
             )
             lines.append(f"More bandwidth: {listed}.")
         if smaller is not None:
-            lines.append(
-                f"A smaller model: {smaller[0].id} ≈ {fmt(smaller[1], 'tok/s')} at the same quantization."
-            )
+            lines.append(f"A smaller model: {smaller[0].id} ≈ {fmt(smaller[1], 'tok/s')} at the same quantization.")
         spec = fixes.speculative_decoding()
         fix = {key: " ".join([*lines, f"Speculative decoding: {text}"]) for key, text in spec.items()}
         if options:
@@ -101,7 +98,7 @@ class QuantizationExhausted(Rule):
         else:
             action, to = "speculative-decoding", decode * 1.5
         headline = (
-            f"; {options[0].hardware.name} would give about {fmt(options[0].decode_tok_s, 'tok/s')}"
+            f"; {hw_label(options[0].hardware)} would give about {fmt(options[0].decode_tok_s, 'tok/s')}"
             if options
             else ""
         )
@@ -113,13 +110,9 @@ class QuantizationExhausted(Rule):
                 f"{headline}"
             ),
             evidence=(
-                Evidence(
-                    "decode_tok_s", decode, f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)", "physics"
-                ),
+                Evidence("decode_tok_s", decode, f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)", "physics"),
                 Evidence("bits_per_weight", bits, f"<= {fmt(self.p('max_bits'))} (already quantized)", "run"),
-                Evidence(
-                    "mem_bandwidth_gb_s", cur.mem_bandwidth_gb_s, "decode speed scales with it", "physics"
-                ),
+                Evidence("mem_bandwidth_gb_s", cur.mem_bandwidth_gb_s, "decode speed scales with it", "physics"),
             ),
             fix=fix,
             expected_gain=Gain("decode_tok_s", decode, to),
@@ -127,9 +120,7 @@ class QuantizationExhausted(Rule):
             action=action,
             details={
                 "hardware_options": [o.to_dict() for o in options],
-                "smaller_model": {"model": smaller[0].id, "decode_tok_s": round(smaller[1], 1)}
-                if smaller
-                else None,
+                "smaller_model": {"model": smaller[0].id, "decode_tok_s": round(smaller[1], 1)} if smaller else None,
             },
         )
 

@@ -9,7 +9,7 @@ from advisor.rules.base import Evidence, Finding, Phase, Rule, Status
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_cap
-from advisor.rules.helpers import fmt
+from advisor.rules.helpers import fmt, hw_label
 from advisor.rules.severity import damp
 
 #: Run labels that name a device the team plans to move to.
@@ -74,7 +74,7 @@ class ComputeUpgradeWontHelpDecode(Rule):
             return None
         options = whatif.hardware_options(ctx, min_ratio=1.3)
         listed = (
-            ", ".join(f"{o.hardware.name} ≈ {fmt(o.decode_tok_s, 'tok/s')}" for o in options)
+            ", ".join(f"{hw_label(o.hardware)} ≈ {fmt(o.decode_tok_s, 'tok/s')}" for o in options)
             or "none in the catalog"
         )
         return Finding(
@@ -83,7 +83,8 @@ class ComputeUpgradeWontHelpDecode(Rule):
                 slo_cap(ctx, self.common, "decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms"),
             ),
             title=(
-                f"{planned.name} has {compute_gain:.1f}× the compute but decode would only reach about "
+                f"{hw_label(planned)} has {compute_gain:.1f}× the compute but decode would "
+                f"{'drop to' if decode_gain < 0.97 else 'stay at'} about "
                 f"{fmt(decode * decode_gain, 'tok/s')} (now {fmt(decode, 'tok/s')}): decode follows bandwidth"
             ),
             evidence=(

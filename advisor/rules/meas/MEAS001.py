@@ -35,9 +35,7 @@ class TooFewRequestsForP99(Rule):
     action = "improve-measurement"
     phase = Phase.MEASUREMENT
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec(
-            "requests", ascending=False, unit="requests", doc="completed requests behind the reported p99"
-        ),
+        ThresholdSpec("requests", ascending=False, unit="requests", doc="completed requests behind the reported p99"),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -49,9 +47,7 @@ class TooFewRequestsForP99(Rule):
         judged = ctx.slo is not None and any(getattr(ctx.slo, o) is not None for o in _P99_OBJECTIVES)
         # A measurement problem is never critical by itself; it matters more when a p99 SLO
         # (and so the verdict) rests on it.
-        severity = damp(
-            self.t("requests").severity_of(float(n)), Severity.SEVERE if judged else Severity.MODERATE
-        )
+        severity = damp(self.t("requests").severity_of(float(n)), Severity.SEVERE if judged else Severity.MODERATE)
         return Finding(
             severity=severity,
             title=(

@@ -99,11 +99,7 @@ class UnrealisticPrefixCacheHits(Rule):
             severity=severity,
             title=(
                 "The benchmark reuses cached prompts: "
-                + (
-                    "TTFT is below the physics floor"
-                    if floor and ttft and ttft < floor
-                    else "the hit rate is near 1"
-                )
+                + ("TTFT is below the physics floor" if floor and ttft and ttft < floor else "the hit rate is near 1")
                 + f"; production prompts of {fmt(prompt)} tokens will take longer"
             ),
             evidence=tuple(evidence),

@@ -36,9 +36,7 @@ class RequestsFailed(Rule):
     phase = Phase.MEASUREMENT
     fails_verdict_at = Severity.CRITICAL
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec(
-            "failed_share", ascending=True, unit="ratio", doc="failed ÷ (failed + completed) requests"
-        ),
+        ThresholdSpec("failed_share", ascending=True, unit="ratio", doc="failed ÷ (failed + completed) requests"),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:

@@ -35,9 +35,7 @@ class FasterThanPhysics(Rule):
     phase = Phase.MEASUREMENT
     supersedes: ClassVar[tuple[str, ...]] = ("DEC001", "DEC002", "DEC003", "DEC004", "REG001")
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec(
-            "over_ceiling", ascending=True, unit="ratio", doc="measured ÷ per-stream decode ceiling"
-        ),
+        ThresholdSpec("over_ceiling", ascending=True, unit="ratio", doc="measured ÷ per-stream decode ceiling"),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:

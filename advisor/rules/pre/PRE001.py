@@ -34,9 +34,7 @@ class LongPrompt(Rule):
     action = "shorten-prompt"
     phase = Phase.PREFILL
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec(
-            "prompt_tokens", ascending=True, unit="tokens", doc="uncached prompt tokens per request"
-        ),
+        ThresholdSpec("prompt_tokens", ascending=True, unit="tokens", doc="uncached prompt tokens per request"),
         ThresholdSpec(
             "ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes a long prompt matter (no TTFT SLO)"
         ),
@@ -67,13 +65,9 @@ class LongPrompt(Rule):
         ratio = prefill_work_ratio(ctx, kept, depth, uncached, depth)
         to = max(ttft_value - part * (1.0 - ratio), 1.0)
         shared = ctx.run.workload.shared_prefix_tokens
-        share_note = (
-            f" ({shared / m.prompt_tokens:.0%} of it a shared prefix)" if shared and m.prompt_tokens else ""
-        )
+        share_note = f" ({shared / m.prompt_tokens:.0%} of it a shared prefix)" if shared and m.prompt_tokens else ""
         evidence = [
-            Evidence(
-                "workload.prompt_tokens_mean", m.prompt_tokens, f"< {fmt(self.t('prompt_tokens').low)}", "run"
-            ),
+            Evidence("workload.prompt_tokens_mean", m.prompt_tokens, f"< {fmt(self.t('prompt_tokens').low)}", "run"),
             Evidence(ttft_path, ttft_value, f"< {fmt(self.t('ttft_ms').low)}", "run"),
         ]
         if uncached < m.prompt_tokens:
@@ -81,14 +75,13 @@ class LongPrompt(Rule):
                 Evidence("uncached_prompt_tokens", uncached, f"< {fmt(self.t('prompt_tokens').low)}", "run")
             )
         if estimate is not None:
-            evidence.append(
-                Evidence("prefill_ms_estimate", estimate, f"≈ {fmt(part)} of the TTFT", "physics")
-            )
+            evidence.append(Evidence("prefill_ms_estimate", estimate, f"≈ {fmt(part)} of the TTFT", "physics"))
         return Finding(
             severity=severity,
             title=(
-                f"Prompts average {fmt(m.prompt_tokens)} tokens{share_note}; prefilling "
-                f"{fmt(uncached)} uncached tokens is most of the {fmt(ttft_value, 'ms')} TTFT"
+                f"Prompts average {fmt(m.prompt_tokens)} tokens{share_note}"
+                + (f" ({fmt(uncached)} uncached)" if uncached < m.prompt_tokens else "")
+                + f": prefill is about {fmt(part, 'ms')} of the {fmt(ttft_value, 'ms')} TTFT"
             ),
             evidence=tuple(evidence),
             fix={

@@ -41,9 +41,7 @@ class RepeatedPrefixNotCached(Rule):
             unit="tokens",
             doc="shared prefix length; short prefixes are not worth it",
         ),
-        ThresholdSpec(
-            "ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"
-        ),
+        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
         ThresholdSpec(
             "hit_rate",
             ascending=False,
@@ -84,9 +82,7 @@ class RepeatedPrefixNotCached(Rule):
         depth = w.kv_depth_tokens or 0.0
         now_tokens = m.uncached_prompt_tokens if m.uncached_prompt_tokens is not None else m.prompt_tokens
         after = max(m.prompt_tokens - shared, 1.0)
-        ratio = prefill_work_ratio(
-            ctx, after, depth + shared, now_tokens, depth + (m.prompt_tokens - now_tokens)
-        )
+        ratio = prefill_work_ratio(ctx, after, depth + shared, now_tokens, depth + (m.prompt_tokens - now_tokens))
         estimate = prefill_ms(ctx, now_tokens)
         part = min(ttft_value, estimate) if estimate is not None else ttft_value
         to = max(ttft_value - part * (1.0 - ratio), 1.0)
@@ -102,9 +98,7 @@ class RepeatedPrefixNotCached(Rule):
             Evidence(ttft_path, ttft_value, f"≈ {fmt(to)} with the prefix cached", "physics"),
         ]
         if hit is not None:
-            evidence.insert(
-                2, Evidence("prefix_cache_hit_rate", hit, f"≈ {share:.2f} (the shared share)", "physics")
-            )
+            evidence.insert(2, Evidence("prefix_cache_hit_rate", hit, f"≈ {share:.2f} (the shared share)", "physics"))
         return Finding(
             severity=severity,
             title=(

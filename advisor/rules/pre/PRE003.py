@@ -47,9 +47,7 @@ class SharedPrefixMissesCache(Rule):
             unit="tokens",
             doc="shared prefix length; short prefixes are not worth it",
         ),
-        ThresholdSpec(
-            "ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"
-        ),
+        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -95,10 +93,7 @@ class SharedPrefixMissesCache(Rule):
         )
         return Finding(
             severity=severity,
-            title=(
-                f"Prefix caching is on but hits {hit:.0%} of prompt tokens while {share:.0%} is shared: "
-                f"{cause}"
-            ),
+            title=(f"Prefix caching is on but hits {hit:.0%} of prompt tokens while {share:.0%} is shared: {cause}"),
             evidence=evidence,
             fix={
                 "other": (

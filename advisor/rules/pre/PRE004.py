@@ -23,7 +23,8 @@ class BatchedTokensBudgetSmall(Rule):
     and running decodes take their share of that budget first. A prompt larger than what is left
     is prefilled over several steps, and every step also pays for one pass over the weights and the
     decode batch. When the budget is small compared with the prompts, TTFT grows by those extra
-    steps. vLLM's guidance: larger values give better TTFT, smaller ones better ITL.
+    steps. The prompt's compute is the same however it is cut, so each extra step costs one more
+    decode step. vLLM's guidance: larger values give better TTFT, smaller ones better ITL.
 
     ## Fix
     Raise the budget (vLLM ``--max-num-batched-tokens``, SGLang ``--chunked-prefill-size``, TGI
@@ -48,9 +49,7 @@ class BatchedTokensBudgetSmall(Rule):
             unit="steps",
             doc="scheduler steps one prompt needs at the current budget",
         ),
-        ThresholdSpec(
-            "ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"
-        ),
+        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
         ParamSpec(
             "itl_tail_ratio",
             unit="ratio",
@@ -65,13 +64,10 @@ class BatchedTokensBudgetSmall(Rule):
         budget = ctx.engine.batched_tokens
         uncached = ctx.measured.uncached_prompt_tokens
         ttft = ttft_typical(ctx)
-        rate = prefill_rate(ctx)
-        if ctx.runtime not in _RUNTIMES or not budget.value or not uncached or ttft is None or rate is None:
+        if ctx.runtime not in _RUNTIMES or not budget.value or not uncached or ttft is None:
             return None
         target = int(
-            min(
-                self.p("target_max"), max(self.p("target_min"), 2 ** math.ceil(math.log2(max(uncached, 1.0))))
-            )
+            min(self.p("target_max"), max(self.p("target_min"), 2 ** math.ceil(math.log2(max(uncached, 1.0)))))
         )
         if target <= budget.value:
             return None
@@ -80,21 +76,30 @@ class BatchedTokensBudgetSmall(Rule):
         if step_ms is None:
             return None
 
-        def prefill_time(b: float) -> tuple[int, float]:
-            chunk = max(b - running, b * 0.25)
-            steps = math.ceil(uncached / chunk)
-            return steps, steps * max(step_ms, chunk / rate[0] * 1000.0)
+        def chunk(b: float) -> float:
+            # Running decodes take their tokens of the budget first; the rest goes to the prompt.
+            return max(b - running, b * 0.25)
 
-        steps_now, now_ms = prefill_time(budget.value)
-        steps_new, new_ms = prefill_time(target)
-        saved = now_ms - new_ms
+        steps_now, steps_new = math.ceil(uncached / chunk(budget.value)), math.ceil(uncached / chunk(target))
+        # Linear step-cost model (as in Sarathi-Serve): a step costs the decode step (weights,
+        # KV reads, overheads) plus its prefill tokens' compute. The compute is the same however
+        # the prompt is cut, so every extra step costs one decode step.
+        saved = (steps_now - steps_new) * step_ms
         ttft_value, ttft_path = ttft
         if saved <= 0:
             return None
         to = max(ttft_value - min(saved, ttft_value * 0.9), 1.0)
+        # With arrivals known, also check the budget caps prefill *throughput* below the load:
+        # then prompts queue for budget and TTFT grows far beyond one prompt's steps.
+        load = self._load(ctx, uncached, step_ms, chunk(budget.value), chunk(target))
+        saturated = load is not None and load[0] >= 0.9 > load[1]
+        if saturated and load is not None:
+            rate = prefill_rate(ctx)
+            service = steps_new * step_ms + (uncached / rate[0] * 1000.0 if rate else 0.0)
+            to = min(to, service / (1.0 - load[1]))  # M/M/1-style inflation at the new utilisation
         tails = self._tail_cap(ctx)
         severity = damp(
-            self.t("chunks").severity_of(float(steps_now)),
+            max(self.t("chunks").severity_of(float(steps_now)), Severity.SEVERE if saturated else Severity.NONE),
             matter_cap(ctx, self.common, ("ttft_p50_ms", "ttft_p99_ms"), self.t("ttft_ms"), ttft_value),
             tails,
         )
@@ -104,6 +109,11 @@ class BatchedTokensBudgetSmall(Rule):
                 f"A {fmt(budget.value)}-token step budget splits each {fmt(uncached)}-token prompt "
                 f"into {steps_now} steps; "
                 f"{fmt(target)} would need {steps_new}"
+                + (
+                    f"; prefill cannot keep up: the load needs {load[0]:.1f}× what this budget lets through"
+                    if saturated and load
+                    else ""
+                )
             ),
             evidence=(
                 Evidence(
@@ -118,9 +128,7 @@ class BatchedTokensBudgetSmall(Rule):
                     f"<= {fmt(budget.value)} per step",
                     "run",
                 ),
-                Evidence(
-                    "prefill_steps_per_prompt", float(steps_now), f"{steps_new} at {fmt(target)}", "physics"
-                ),
+                Evidence("prefill_steps_per_prompt", float(steps_now), f"{steps_new} at {fmt(target)}", "physics"),
                 Evidence(ttft_path, ttft_value, f"≈ {fmt(to)}", "physics"),
             ),
             fix=fixes.merge(
@@ -128,8 +136,26 @@ class BatchedTokensBudgetSmall(Rule):
                 {k: "(watch ITL p99: larger budgets lengthen the steps decodes wait on)" for k in _RUNTIMES},
             ),
             expected_gain=Gain(ttft_path, ttft_value, to),
-            confidence=0.55 if tails is None else 0.4,
+            confidence=0.4 if tails is not None or saturated else 0.55,
         )
+
+    @staticmethod
+    def _load(
+        ctx: RunContext, uncached: float, step_ms: float, chunk_now: float, chunk_new: float
+    ) -> tuple[float, float] | None:
+        """Prefill utilisation (required prompt tokens/s ÷ what the budget lets through), now and
+        at the target budget; None without an arrival rate or a prefill rate."""
+        m, w = ctx.run.metrics, ctx.run.workload
+        arrivals = m.request_throughput_rps or w.request_rate
+        rate = prefill_rate(ctx)
+        if not arrivals or rate is None:
+            return None
+        required = arrivals * uncached
+
+        def capacity(c: float) -> float:
+            return c / ((step_ms + c / rate[0] * 1000.0) / 1000.0)
+
+        return required / capacity(chunk_now), required / capacity(chunk_new)
 
     @staticmethod
     def _step_ms(ctx: RunContext) -> float | None:

@@ -40,9 +40,7 @@ class QueueBeforeModel(Rule):
             doc="mean requests waiting (vllm:num_requests_waiting)",
         ),
         ThresholdSpec("queue_share", ascending=True, unit="ratio", doc="queue time ÷ TTFT"),
-        ThresholdSpec(
-            "ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"
-        ),
+        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -69,9 +67,7 @@ class QueueBeforeModel(Rule):
         if waiting is not None:
             evidence.append(Evidence("queue_waiting_mean", waiting, "0", "run"))
         if queue_ms:
-            evidence.append(
-                Evidence("queue_ms.p50", queue_ms, f"< {fmt(0.1 * ttft_value)} (10% of TTFT)", "run")
-            )
+            evidence.append(Evidence("queue_ms.p50", queue_ms, f"< {fmt(0.1 * ttft_value)} (10% of TTFT)", "run"))
         evidence.append(
             Evidence(
                 ttft_path,
@@ -80,9 +76,7 @@ class QueueBeforeModel(Rule):
                 "run",
             )
         )
-        gain = (
-            Gain(ttft_path, ttft_value, max(ttft_value - queue_ms, ttft_value * 0.05)) if queue_ms else None
-        )
+        gain = Gain(ttft_path, ttft_value, max(ttft_value - queue_ms, ttft_value * 0.05)) if queue_ms else None
         what = (
             f"{fmt(queue_ms, 'ms')} of the {fmt(ttft_value, 'ms')} TTFT is queueing"
             if queue_ms
@@ -98,21 +92,16 @@ class QueueBeforeModel(Rule):
                     "KV usage is low and running = --max-num-seqs, raise --max-num-seqs."
                 ),
                 "sglang": (
-                    "Add a replica or --dp-size 2 (data parallel); if token usage is low, raise "
-                    "--max-running-requests."
+                    "Add a replica or --dp-size 2 (data parallel); if token usage is low, raise --max-running-requests."
                 ),
-                "tgi": (
-                    "Add a replica behind the load balancer (--max-concurrent-requests only bounds the "
-                    "queue)."
-                ),
+                "tgi": ("Add a replica behind the load balancer (--max-concurrent-requests only bounds the queue)."),
                 "trtllm": "Add a replica, or raise --max_batch_size if the KV cache has room.",
                 "ollama": (
                     "Raise OLLAMA_NUM_PARALLEL (requests beyond it queue, up to OLLAMA_MAX_QUEUE) or run "
                     "another instance."
                 ),
                 "llamacpp": (
-                    "Raise -np (server slots; extra requests are deferred) together with -c, or run "
-                    "another instance."
+                    "Raise -np (server slots; extra requests are deferred) together with -c, or run another instance."
                 ),
                 "other": (
                     "Add serving capacity (replicas or GPUs) or raise the engine's concurrent-request "

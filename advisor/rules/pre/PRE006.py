@@ -35,9 +35,7 @@ class ColdLoadInTtft(Rule):
     phase = Phase.PREFILL
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("load_share", ascending=True, unit="ratio", doc="load time ÷ TTFT"),
-        ThresholdSpec(
-            "load_ms", ascending=True, unit="ms", doc="load time; a warm model loads in milliseconds"
-        ),
+        ThresholdSpec("load_ms", ascending=True, unit="ms", doc="load time; a warm model loads in milliseconds"),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:

@@ -40,9 +40,7 @@ class PrefillBelowExpected(Rule):
             unit="ratio",
             doc="measured ÷ expected prefill speed (TTFT: expected ÷ measured)",
         ),
-        ThresholdSpec(
-            "ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"
-        ),
+        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -72,10 +70,7 @@ class PrefillBelowExpected(Rule):
         )
         return Finding(
             severity=severity,
-            title=(
-                f"Runs with {describe_setup(ctx)} reach {expected_text} {unit} for {metric}; this one "
-                f"{fmt(found)}"
-            ),
+            title=(f"Runs with {describe_setup(ctx)} reach {expected_text} {unit} for {metric}; this one {fmt(found)}"),
             evidence=(Evidence(metric, found, expected_text, "model"),),
             fix={
                 "other": (

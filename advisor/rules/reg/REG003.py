@@ -37,9 +37,7 @@ class RegressedAgainstBaseline(Rule):
     fails_verdict_at = Severity.MODERATE
     damp_by_gain = False  # the relative threshold already grades the size
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec(
-            "relative", ascending=True, unit="ratio", doc="how much worse than the baseline median"
-        ),
+        ThresholdSpec("relative", ascending=True, unit="ratio", doc="how much worse than the baseline median"),
         ThresholdSpec(
             "noise",
             ascending=True,
@@ -88,10 +86,7 @@ class RegressedAgainstBaseline(Rule):
             Evidence(
                 name,
                 value,
-                (
-                    f"{fmt(b.median)} ± {fmt(max(b.spread, self.p('spread_floor') * abs(b.median)))} over "
-                    f"{b.n} runs"
-                ),
+                (f"{fmt(b.median)} ± {fmt(max(b.spread, self.p('spread_floor') * abs(b.median)))} over {b.n} runs"),
                 "baseline",
             )
             for name, value, b, _z in regressed[:4]

@@ -41,9 +41,7 @@ class PrefillInterference(Rule):
     supersedes: ClassVar[tuple[str, ...]] = ("SCH002",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("tail_ratio", ascending=True, unit="ratio", doc="ITL (or TPOT) p99 ÷ p50"),
-        ThresholdSpec(
-            "p99_ms", ascending=True, unit="ms", doc="ITL p99 that users feel as a stall (no ITL SLO)"
-        ),
+        ThresholdSpec("p99_ms", ascending=True, unit="ms", doc="ITL p99 that users feel as a stall (no ITL SLO)"),
         ParamSpec("target_budget", unit="tokens", doc="budget the fix proposes", minimum=256),
         ParamSpec(
             "min_explained",
@@ -100,10 +98,7 @@ class PrefillInterference(Rule):
             ),
             fix=fixes.merge(
                 {k: v for k, v in fixes.batched_tokens(target).items() if k in (*_RUNTIMES, "other")},
-                {
-                    k: "(TTFT rises slightly: each prompt takes more, shorter steps)"
-                    for k in (*_RUNTIMES, "other")
-                },
+                {k: "(TTFT rises slightly: each prompt takes more, shorter steps)" for k in (*_RUNTIMES, "other")},
             ),
             expected_gain=Gain(f"{path}.p99", p99, to),
             confidence=0.65,

@@ -39,9 +39,7 @@ class DisaggregationWorthwhile(Rule):
     status = Status.PREVIEW
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("gpus", ascending=True, unit="devices", doc="accelerators in the deployment"),
-        ThresholdSpec(
-            "tail_ratio", ascending=True, unit="ratio", doc="ITL p99 ÷ p50 left after chunked prefill"
-        ),
+        ThresholdSpec("tail_ratio", ascending=True, unit="ratio", doc="ITL p99 ÷ p50 left after chunked prefill"),
         ParamSpec(
             "min_concurrency",
             unit="streams",
@@ -107,9 +105,7 @@ class DisaggregationWorthwhile(Rule):
             ),
             evidence=(
                 Evidence("gpu_count", float(gpus), f">= {fmt(self.t('gpus').low)}", "run"),
-                Evidence(
-                    f"{label.lower()}_ms.p99", itl.p99, f"≈ {fmt(to)} on decode-only workers", "physics"
-                ),
+                Evidence(f"{label.lower()}_ms.p99", itl.p99, f"≈ {fmt(to)} on decode-only workers", "physics"),
                 Evidence(
                     "workload.prompt_tokens_mean",
                     m.prompt_tokens,

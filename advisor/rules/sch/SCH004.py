@@ -35,12 +35,8 @@ class DisaggregationOnSmallDeployment(Rule):
     action = "avoid-disaggregation"
     phase = Phase.SCHEDULING
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec(
-            "gpus", ascending=False, unit="devices", doc="accelerators in the deployment; fewer is worse"
-        ),
-        ThresholdSpec(
-            "concurrency", ascending=False, unit="streams", doc="streams in flight; less load is worse"
-        ),
+        ThresholdSpec("gpus", ascending=False, unit="devices", doc="accelerators in the deployment; fewer is worse"),
+        ThresholdSpec("concurrency", ascending=False, unit="streams", doc="streams in flight; less load is worse"),
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -53,9 +49,7 @@ class DisaggregationOnSmallDeployment(Rule):
             return None
         severity = max(self.t("gpus").severity_of(gpus), self.t("concurrency").severity_of(conc))
         evidence = [
-            Evidence(
-                e.disaggregated.arg or "disaggregation", True, "false unless many GPUs and steady load", "run"
-            )
+            Evidence(e.disaggregated.arg or "disaggregation", True, "false unless many GPUs and steady load", "run")
         ]
         if gpus is not None:
             evidence.append(Evidence("gpu_count", float(gpus), f"> {fmt(self.t('gpus').low)}", "run"))
@@ -79,10 +73,7 @@ class DisaggregationOnSmallDeployment(Rule):
                         "Drop --disaggregation-mode and serve both phases in each server with "
                         "--chunked-prefill-size 2048;"
                     ),
-                    "trtllm": (
-                        "Serve context and generation in the same instances with enable_chunked_prefill: "
-                        "true;"
-                    ),
+                    "trtllm": ("Serve context and generation in the same instances with enable_chunked_prefill: true;"),
                     "other": "Serve both phases in the same instances with chunked prefill;",
                 },
                 {k: "use the freed GPUs as replicas." for k in ("vllm", "sglang", "trtllm", "other")},
