@@ -7,6 +7,9 @@ run and every recommendation of a submission are committed together or not at al
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +39,24 @@ from advisor.domain.runs.submission import (
 )
 from advisor.errors import Conflict, InvalidInput
 
-__all__ = ["IngestionService", "PreparedRun"]
+__all__ = ["IngestionService", "PreparedRun", "writer_lock"]
+
+_SQLITE_WRITER = asyncio.Lock()
+
+
+@contextlib.asynccontextmanager
+async def writer_lock(session: AsyncSession) -> AsyncIterator[None]:
+    """Serialise this process's write transactions on SQLite.
+
+    SQLite admits one writer at a time and makes the others poll with growing sleeps (busy_timeout),
+    which wrecks throughput under concurrent requests; queueing writers on an asyncio lock instead
+    costs nothing. Postgres has row-level locking and needs no such thing.
+    """
+    if session.bind.dialect.name != "sqlite":
+        yield
+        return
+    async with _SQLITE_WRITER:
+        yield
 
 
 @dataclass
@@ -138,15 +158,16 @@ class IngestionService:
         submitted_by: str | None = None,
     ) -> list[RunResult]:
         prepared = await self.prepare(parsed)
-        try:
-            results = await self._submit(parsed, prepared, idempotency_key, submitted_by)
-        except Exception as exc:
-            await self.session.rollback()
-            if not is_integrity_error(exc):
-                raise
-            # A concurrent identical submission won the race: answer with its rows.
-            return await self._existing_results(prepared, idempotency_key)
-        await self.session.commit()
+        async with writer_lock(self.session):
+            try:
+                results = await self._submit(parsed, prepared, idempotency_key, submitted_by)
+            except Exception as exc:
+                await self.session.rollback()
+                if not is_integrity_error(exc):
+                    raise
+                # A concurrent identical submission won the race: answer with its rows.
+                return await self._existing_results(prepared, idempotency_key)
+            await self.session.commit()
         return results
 
     async def _existing_results(self, prepared: list[PreparedRun], idempotency_key: str | None) -> list[RunResult]:
@@ -237,8 +258,7 @@ class IngestionService:
             )
             row = await self.runs.insert_run(values)
             row.deployment = deployment
-            await self.runs.add_recommendations(row.id, analysis.recommendations)
-            stored = await self.runs.recommendations(row.id)
+            stored = await self.runs.add_recommendations(row.id, analysis.recommendations)
             results.append(
                 RunResult(
                     run=run_to_out(row),
@@ -266,6 +286,12 @@ class IngestionService:
                 raise
         hashes = [p.hash for _, p in prepared]
         existing = await self.runs.existing_hashes(hashes)
+        async with writer_lock(self.session):
+            return await self._bulk_insert(prepared, existing, raw, content_type)
+
+    async def _bulk_insert(
+        self, prepared: list[tuple[int, PreparedRun]], existing: set[str], raw: bytes, content_type: str | None
+    ) -> BulkResult:
         now = datetime.now(UTC)
         rows: list[dict[str, Any]] = []
         seen: set[str] = set()

@@ -145,18 +145,20 @@ class RawPayloadService(SQLAlchemyAsyncRepositoryService[RawPayload]):
         existing = await self.get_one_or_none(RawPayload.sha256 == digest)
         if existing is not None:
             return existing
-        return await self.create(
-            RawPayload(
-                sha256=digest,
-                content_type=content_type,
-                file_name=file_name,
-                format=format_id,
-                size=len(data),
-                encoding="zlib",
-                data=zlib.compress(data, 6),
-            ),
-            auto_commit=False,
+        payload = RawPayload(
+            sha256=digest,
+            content_type=content_type,
+            file_name=file_name,
+            format=format_id,
+            size=len(data),
+            encoding="zlib",
+            data=zlib.compress(data, 6),
         )
+        # add + flush (INSERT … RETURNING id) rather than the repository's create(), which refreshes
+        # the row with a second SELECT that ingestion does not need.
+        self.repository.session.add(payload)
+        await self.repository.session.flush()
+        return payload
 
     @staticmethod
     def decompress(payload: RawPayload) -> bytes:
@@ -227,11 +229,12 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         }
         return [ids[h] for h in hashes]
 
-    async def add_recommendations(self, run_id: int, recommendations: list[dict[str, Any]]) -> None:
+    async def add_recommendations(self, run_id: int, recommendations: list[dict[str, Any]]) -> list[Recommendation]:
         session = self.repository.session
-        for rank, rec in enumerate(recommendations, start=1):
-            session.add(recommendation_row(run_id, rank, rec))
+        rows = [recommendation_row(run_id, rank, rec) for rank, rec in enumerate(recommendations, start=1)]
+        session.add_all(rows)
         await session.flush()
+        return rows
 
     async def recommendations(self, run_id: int) -> list[Recommendation]:
         rows = await self.repository.session.execute(
@@ -256,9 +259,22 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
             conditions.append(Run.measured_at < measured_at)
         if run is not None:
             conditions.append(Run.id != run.id)
-        stmt = select(Run).where(and_(*conditions)).order_by(Run.measured_at.desc()).limit(limit)
-        rows = (await self.repository.session.execute(stmt)).scalars()
-        return [run_to_canonical(row) for row in rows]
+        # Only the canonical documents, not ORM entities: the baseline is read on every ingestion.
+        stmt = (
+            select(Run.measured_at, Run.setup, Run.workload, Run.metrics)
+            .where(and_(*conditions))
+            .order_by(Run.measured_at.desc())
+            .limit(limit)
+        )
+        rows = (await self.repository.session.execute(stmt)).all()
+        return [
+            msgspec.convert(
+                {"measured_at": r.measured_at, "setup": r.setup, "workload": r.workload, "metrics": r.metrics},
+                CanonicalRun,
+                strict=False,
+            )
+            for r in rows
+        ]
 
     def _filtered(self, stmt: Select[Any], filters: RunFilters) -> Select[Any]:
         if filters.deployment is not None:
