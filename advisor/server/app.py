@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
+import logging
+
+import structlog
 from litestar import Litestar, Router
 from litestar.config.response_cache import ResponseCacheConfig
 from litestar.logging.config import StructLoggingConfig
@@ -48,9 +51,14 @@ _PROMETHEUS = PrometheusConfig(
 def create_app(settings: Settings | None = None) -> Litestar:
     """Build the app. ``settings`` defaults to the environment (``ADVISOR_*``)."""
     settings = settings or get_settings()
+    level = logging.getLevelNamesMapping()[settings.server.log_level.upper()]
+    # /health asks Alembic for the revision on every call; its INFO lines are noise.
+    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
+    logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     sqlalchemy_config = make_sqlalchemy_config(settings.db)
-    logging = StructlogConfig(
+    log_config = StructlogConfig(
         structlog_logging_config=StructLoggingConfig(
+            wrapper_class=structlog.make_filtering_bound_logger(level),
             log_exceptions="never",  # internal_error_handler logs them once, with the request id
             disable_stack_trace={400, 404, 409, 413, 415, 422},
             pretty_print_tty=settings.server.log_format == "console",
@@ -65,7 +73,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         plugins=[
             SQLAlchemyPlugin(config=sqlalchemy_config),
             problem_details_plugin(),
-            StructlogPlugin(logging),
+            StructlogPlugin(log_config),
         ],
         middleware=[RequestIdMiddleware(), _PROMETHEUS.middleware],
         exception_handlers={Exception: internal_error_handler},
