@@ -25,6 +25,7 @@ def api_controllers() -> list[ControllerRouterHandler]:
     from advisor.domain.predictions.controllers import PredictController
     from advisor.domain.runs.controllers import AdviseController, RecommendationController, RunController
     from advisor.domain.system.controllers import FormatsController
+    from advisor.domain.system.rules import RulesController
 
     return [
         RunController,
@@ -34,4 +35,5 @@ def api_controllers() -> list[ControllerRouterHandler]:
         CatalogController,
         PredictController,
         FormatsController,
+        RulesController,
     ]
