@@ -21,7 +21,7 @@ help: ## Show this help
 	$(PYTHON) -m venv .uv && .uv/bin/pip install -q --disable-pip-version-check uv
 
 $(BIN)/advisor: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen --extra dev
+	$(UV) sync --frozen --inexact --extra dev
 	@touch $@
 
 install: $(BIN)/advisor ## Create .venv with the app and everything the tests need (from uv.lock)
