@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from advisor.canonical import SLO, CanonicalRun, Percentiles
 from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
-from advisor.rules.knobs import EngineConfig, engine_config
+from advisor.rules.knobs import EngineConfig, engine_config, normalise_key
 
 if TYPE_CHECKING:
     from advisor.catalog import Catalog
@@ -547,7 +547,8 @@ def _memory_fraction(engine: EngineConfig) -> float:
     value = engine.memory_fraction.value
     # TensorRT-LLM's fraction is of the memory left *after* weights, not of the device; the
     # physics models vLLM's meaning, so keep its default there rather than misread it.
-    if value is None or engine.memory_fraction.arg in {
+    arg = normalise_key(engine.memory_fraction.arg or "")
+    if value is None or arg in {
         "kv_cache_free_gpu_memory_fraction",
         "free_gpu_memory_fraction",
     }:

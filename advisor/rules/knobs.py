@@ -211,12 +211,14 @@ def _present(value: Any) -> bool | None:
     return bool(value)
 
 
-def _find(args: Mapping[str, Any], names: tuple[str, ...], conv: Callable[[Any], T | None]) -> Knob[T]:
+def _find(args: Mapping[str, tuple[str, Any]], names: tuple[str, ...], conv: Callable[[Any], T | None]) -> Knob[T]:
+    """The first of ``names`` present with a usable value; ``arg`` keeps the run's own spelling."""
     for name in names:
         if name in args:
-            value = conv(args[name])
+            original, raw = args[name]
+            value = conv(raw)
             if value is not None:
-                return Knob(value, True, name)
+                return Knob(value, True, original)
     return Knob()
 
 
@@ -235,7 +237,7 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
     """Normalise ``run.setup`` for ``run.setup.runtime``, with the runtime's defaults filled in."""
     setup = run.setup
     runtime = setup.runtime
-    args = {normalise_key(k): v for k, v in setup.engine_args.items()}
+    args = {normalise_key(k): (k, v) for k, v in setup.engine_args.items()}
     version = parse_version(setup.runtime_version)
 
     prefix = _find(
@@ -251,17 +253,17 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
     )
     if not prefix.known:
         for name in ("no_enable_prefix_caching", "disable_radix_cache", "disable_prefix_caching"):
-            b = _as_bool(args.get(name))
+            b = _as_bool(args[name][1]) if name in args else None
             if b is not None:
-                prefix = Knob(not b, True, name)
+                prefix = Knob(not b, True, args[name][0])
                 break
 
     chunked = _find(args, ("enable_chunked_prefill", "enable_chunked_context", "chunked_prefill"), _as_bool)
     if not chunked.known:
-        if _as_bool(args.get("no_enable_chunked_prefill")) is True:
-            chunked = Knob(False, True, "no_enable_chunked_prefill")
-        elif "chunked_prefill_size" in args and (size := _as_int(args["chunked_prefill_size"])) is not None:
-            chunked = Knob(size > 0, True, "chunked_prefill_size")
+        if "no_enable_chunked_prefill" in args and _as_bool(args["no_enable_chunked_prefill"][1]) is True:
+            chunked = Knob(False, True, args["no_enable_chunked_prefill"][0])
+        elif "chunked_prefill_size" in args and (size := _as_int(args["chunked_prefill_size"][1])) is not None:
+            chunked = Knob(size > 0, True, args["chunked_prefill_size"][0])
 
     budget = _find(
         args,

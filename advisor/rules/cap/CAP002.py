@@ -35,6 +35,9 @@ class Preemptions(Rule):
     actions: ClassVar[tuple[str, ...]] = ("reduce-max-num-seqs",)
     phase = Phase.CAPACITY
     supersedes: ClassVar[tuple[str, ...]] = ("CAP001",)
+    # Severity grades how often a request is evicted (each one a user-visible stall); the
+    # throughput gain is a by-product, so it does not cap the severity.
+    damp_by_gain = False
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("per_request", ascending=True, unit="ratio", doc="pre-emptions per completed request"),
         ParamSpec("fraction_target", unit="ratio", doc="memory fraction the fix proposes", minimum=0.1, maximum=1),

@@ -91,7 +91,7 @@ class ConfiguredContextExceedsPool(Rule):
         return Finding(
             severity=severity,
             title=(
-                f"{fmt(float(ctx_len))} tokens of context × {in_flight} sequences = "
+                f"{fmt(float(ctx_len))} tokens of context × {in_flight} sequence{'s' if in_flight != 1 else ''} = "
                 f"{fmt(float(ctx_len * in_flight))} tokens of KV, "
                 f"{ratio:.1f}× the pool of {fmt(float(pool))}"
                 + ("; one full-length request does not fit" if single_too_long else "")

@@ -72,8 +72,12 @@ class ParallelismBelowConcurrency(Rule):
             severity=self.t("oversubscription").severity_of(ratio),
             title=(
                 f"The runtime decodes {knob.value} sequence{'s' if knob.value != 1 else ''} at once ({name}"
-                f"{'' if knob.explicit else ', default'}) while {fmt(offered)} are offered; the KV "
-                f"pool holds {target}"
+                f"{'' if knob.explicit else ', default'}) while {fmt(offered)} are offered"
+                + (
+                    f"; the KV pool has room for {cur.max_concurrent_sequences}"
+                    if cur is not None and cur.max_concurrent_sequences
+                    else ""
+                )
             ),
             evidence=(
                 Evidence(name, knob.describe(), f">= {target}", "physics"),

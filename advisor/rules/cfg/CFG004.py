@@ -77,7 +77,11 @@ class ContextWindowTruncatesPrompt(Rule):
             title=(
                 f"Prompts of {fmt(prompt)} tokens {'match' if inferred else 'fill'} a "
                 f"{fmt(window)}-token context window"
-                + (" (a default): they were probably cut" if inferred else f" to {fill:.0%}: long ones are truncated")
+                + (
+                    " (a default): they were probably cut"
+                    if inferred
+                    else f" to {fill:.0%}: " + ("they are truncated" if fill >= 1 else "long ones are truncated")
+                )
             ),
             evidence=(
                 Evidence(

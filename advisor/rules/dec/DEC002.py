@@ -6,6 +6,7 @@ from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import decode_efficiency, fmt, matter_cap
+from advisor.rules.knobs import normalise_key
 from advisor.rules.severity import damp
 
 DECODE_OBJECTIVES = ("decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms")
@@ -142,7 +143,7 @@ class FarBelowCeiling(Rule):
 
     @staticmethod
     def _fix(ctx: RunContext, causes: list[tuple[str, tuple[str, str | float | bool, str]]]) -> dict[str, str]:
-        names = {arg for _, (arg, _v, _x) in causes}
+        names = {normalise_key(arg) for _, (arg, _v, _x) in causes}
         vllm, sglang, ollama, llamacpp = [], [], [], []
         if names & {"enforce_eager", "disable_cuda_graph"}:
             vllm.append("remove --enforce-eager (CUDA graphs cut per-step launch overhead)")

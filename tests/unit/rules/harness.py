@@ -147,7 +147,7 @@ def run_case(case: RuleCase) -> tuple[RunContext, Recommendation | None]:
 
 def check(case: RuleCase) -> None:
     """Assert the case's expectations; the messages name what differed."""
-    ctx, rec = run_case(case)
+    _ctx, rec = run_case(case)
     expect = case.expect
     want = Severity.from_label(expect["severity"])
     got = rec.severity if rec is not None else Severity.NONE

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from advisor.canonical import decode_run
+from advisor.catalog import Catalog
+from advisor.rules.knobs import EngineConfig, engine_config, knob_name, normalise_key, parse_version
+
+
+def config(
+    runtime: str,
+    args: dict[str, Any],
+    *,
+    version: str | None = None,
+    hardware: str | None = "nvidia-h100-sxm",
+    **setup: Any,
+) -> EngineConfig:
+    run = decode_run({"setup": {"runtime": runtime, "runtime_version": version, "engine_args": args, **setup}})
+    hw = Catalog.default().resolve_hardware(hardware) if hardware else None
+    return engine_config(run, hw)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "args", "attr", "value", "explicit"),
+    [
+        ("vllm", {"--max-num-batched-tokens": "4096"}, "batched_tokens", 4096, True),
+        ("vllm", {}, "batched_tokens", 8192, False),  # H100: ≥ 70 GiB and not an A100
+        ("vllm", {"no-enable-prefix-caching": True}, "prefix_caching", False, True),
+        ("vllm", {}, "prefix_caching", True, False),
+        ("vllm", {"enforce_eager": "true"}, "enforce_eager", True, True),
+        ("vllm", {"speculative_config": {"method": "ngram"}}, "speculative", True, True),
+        ("vllm", {"kv_transfer_config": {"kv_connector": "NixlConnector"}}, "disaggregated", True, True),
+        ("sglang", {"chunked_prefill_size": -1}, "chunked_prefill", False, True),
+        ("sglang", {"chunked_prefill_size": -1}, "batched_tokens", None, False),
+        ("sglang", {"disable_radix_cache": True}, "prefix_caching", False, True),
+        ("sglang", {"mem_fraction_static": 0.85}, "memory_fraction", 0.85, True),
+        ("sglang", {"max_running_requests": 48}, "max_num_seqs", 48, True),
+        ("trtllm", {}, "chunked_prefill", False, False),
+        ("trtllm", {"enable_block_reuse": False}, "prefix_caching", False, True),
+        ("ollama", {}, "max_num_seqs", 1, False),
+        ("ollama", {"OLLAMA_NUM_PARALLEL": "4"}, "max_num_seqs", 4, True),
+        ("ollama", {"OLLAMA_KV_CACHE_TYPE": "q8_0"}, "kv_cache_dtype", "q8_0", True),
+        ("ollama", {"OLLAMA_FLASH_ATTENTION": "0"}, "flash_attention", False, True),
+        ("ollama", {"num_ctx": 8192}, "context_length", 8192, True),
+        ("llamacpp", {"-np": 4, "-c": 16384}, "context_length", 4096, True),  # -c is split among slots
+        ("llamacpp", {"-ngl": 0}, "n_gpu_layers", 0, True),
+        ("llamacpp", {"-fa": "on", "-ctk": "q8_0"}, "kv_cache_dtype", "q8_0", True),
+        ("llamacpp", {}, "batched_tokens", 2048, False),
+    ],
+)
+def test_spellings_map_to_concepts(runtime: str, args: dict[str, Any], attr: str, value: Any, explicit: bool) -> None:
+    knob = getattr(config(runtime, args), attr)
+    assert knob.value == value
+    assert knob.explicit is explicit
+
+
+def test_vllm_defaults_depend_on_the_gpu() -> None:
+    assert config("vllm", {}, hardware="nvidia-a100-80gb-sxm").batched_tokens.value == 2048
+    assert config("vllm", {}, hardware="nvidia-a10g").max_num_seqs.value == 256
+    assert config("vllm", {}, hardware="nvidia-h100-sxm").max_num_seqs.value == 1024
+    assert config("vllm", {}, hardware=None).batched_tokens.value is None
+
+
+def test_old_vllm_has_prefix_caching_off_by_default() -> None:
+    assert config("vllm", {}, version="0.6.3").prefix_caching.value is False
+
+
+def test_setup_fields_win_over_engine_args() -> None:
+    cfg = config("vllm", {"kv_cache_dtype": "auto", "max_model_len": 4096}, kv_cache_dtype="fp8", max_model_len=8192)
+    assert cfg.kv_cache_dtype.value == "fp8"
+    assert cfg.context_length.value == 8192
+    assert cfg.kv_cache_16bit is False
+
+
+def test_evidence_keeps_the_runs_spelling_or_names_the_runtimes_own() -> None:
+    cfg = config("ollama", {"OLLAMA_NUM_PARALLEL": 2})
+    assert cfg.max_num_seqs.arg == "OLLAMA_NUM_PARALLEL"
+    assert knob_name("max_num_seqs", "ollama", config("ollama", {}).max_num_seqs) == "OLLAMA_NUM_PARALLEL"
+    assert knob_name("batched_tokens", "sglang", config("sglang", {}).batched_tokens) == "chunked_prefill_size"
+    assert config("ollama", {}).max_num_seqs.describe() == "1 (default)"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("0.11.0", (0, 11, 0)), ("v0.6.3.post1", (0, 6, 3)), ("b5606", (5606,)), (None, None), ("dev", None)],
+)
+def test_parse_version(text: str | None, expected: tuple[int, ...] | None) -> None:
+    assert parse_version(text) == expected
+
+
+def test_normalise_key() -> None:
+    assert normalise_key("--max-num-batched-tokens") == "max_num_batched_tokens"
+    assert normalise_key("OLLAMA_NUM_PARALLEL") == "ollama_num_parallel"
+    assert normalise_key("-np") == "np"
