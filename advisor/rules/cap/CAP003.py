@@ -25,9 +25,10 @@ class ConfiguredContextExceedsPool(Rule):
     pool cannot be served at all.
 
     ## Fix
-    Make the product fit: lower the context limit to what requests need (``--max-model-len``,
-    ``num_ctx``, ``-c``) or the number of concurrent sequences (``--max-num-seqs``,
-    ``OLLAMA_NUM_PARALLEL``, ``-np``); or grow the pool (CAP001). The finding computes values that fit.
+    Make the product fit: lower the number of concurrent sequences (``--max-num-seqs``,
+    ``OLLAMA_NUM_PARALLEL``, ``-np``) or, where the context is reserved up front or one request
+    cannot fit, the context limit (``num_ctx``, ``-c``, ``--max-model-len``); or grow the pool
+    (CAP001). The finding computes values that fit.
 
     ## Example
     Ollama with ``num_ctx`` 32768 and ``OLLAMA_NUM_PARALLEL=4`` for an 8B model on a 24 GB GPU:
@@ -86,8 +87,11 @@ class ConfiguredContextExceedsPool(Rule):
         )
         fit_len = max(pool // in_flight, 1)
         fit_seqs = max(pool // ctx_len, 0)
-        reduce_context = used > 0 and ctx_len / used >= self.p("unused_context")
-        fix = self._fix(ctx, fit_len, fit_seqs, used)
+        # Paged engines (vLLM, SGLang) do not reserve the context limit per sequence, so lowering it
+        # only helps the up-front allocators, or when one full-length request cannot fit at all.
+        unused = used > 0 and ctx_len / used >= self.p("unused_context")
+        reduce_context = (upfront and unused) or single_too_long or fit_seqs < 1
+        fix = self._fix(ctx, fit_len, fit_seqs, used, reduce_context)
         return Finding(
             severity=severity,
             title=(
@@ -114,15 +118,19 @@ class ConfiguredContextExceedsPool(Rule):
             fix=fix,
             expected_gain=None,
             confidence=0.7 if upfront or single_too_long else 0.5,
-            action="reduce-context" if reduce_context or fit_seqs < 1 else "reduce-max-num-seqs",
+            action="reduce-context" if reduce_context else "reduce-max-num-seqs",
         )
 
     @staticmethod
-    def _fix(ctx: RunContext, fit_len: int, fit_seqs: int, used: float) -> dict[str, str]:
+    def _fix(ctx: RunContext, fit_len: int, fit_seqs: int, used: float, reduce_context: bool) -> dict[str, str]:
         """Numbers computed for this run's runtime only; other runtimes get the principle."""
         need = f" (requests use about {fmt(used)})" if used else ""
         slots = ctx.engine.max_num_seqs.value or 1
         alt = fit_seqs >= 1
+        paged = {
+            "vllm": f"--max-num-seqs {fit_seqs} (or --max-model-len {fit_len} if requests never need more{need}).",
+            "sglang": f"--max-running-requests {fit_seqs} (or --context-length {fit_len}{need}).",
+        }
         texts = {
             "vllm": f"--max-model-len {fit_len}{need}" + (f", or --max-num-seqs {fit_seqs}." if alt else "."),
             "sglang": f"--context-length {fit_len}{need}"
@@ -139,6 +147,8 @@ class ConfiguredContextExceedsPool(Rule):
                 "concurrency, or fewer sequences."
             )
         }
-        if ctx.runtime in texts:
+        if ctx.runtime in paged and not reduce_context:
+            out[ctx.runtime] = paged[ctx.runtime]
+        elif ctx.runtime in texts:
             out[ctx.runtime] = texts[ctx.runtime]
         return out

@@ -36,6 +36,8 @@ class ChunkedPrefillDisabled(Rule):
     name = "config.chunked_prefill_disabled"
     action = "enable-chunked-prefill"
     phase = Phase.CONFIG
+    # With chunking off, prompt stalls are the first explanation of stretched tails.
+    supersedes: ClassVar[tuple[str, ...]] = ("SCH002",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "stall_ms",
