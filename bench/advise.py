@@ -54,9 +54,7 @@ def main() -> int:
     full_us = _time(lambda i: advise(build_context(i[0], slo=i[1], baseline_runs=i[2])), list(inputs), args.seconds)
 
     print(f"runs: {len(contexts)} scenarios, {len(get_rules())} rules")
-    print(
-        f"advise(ctx):                 median {statistics.median(advise_us):8.1f} µs/run  (best {min(advise_us):.1f})"
-    )
+    print(f"advise(ctx):            median {statistics.median(advise_us):8.1f} µs/run  (best {min(advise_us):.1f})")
     print(f"build_context + advise: median {statistics.median(full_us):8.1f} µs/run  (best {min(full_us):.1f})")
     ok = statistics.median(advise_us) <= BAR_US
     print(f"bar ≤ {BAR_US:.0f} µs/run: {'ok' if ok else 'MISSED'}")

@@ -12,6 +12,18 @@ from advisor.rules.severity import Severity, damp
 
 _FRACTION_RUNTIMES = ("vllm", "sglang", "trtllm")
 
+#: The rest of the ladder, after the lever the finding picked (DESIGN §5: memory fraction, 8-bit KV,
+#: a shorter context where it is reserved up front, more GPUs).
+_OTHER_LEVERS: dict[str, str] = {
+    "vllm": "--kv-cache-dtype fp8; --tensor-parallel-size 2 or a replica.",
+    "sglang": "--kv-cache-dtype fp8_e5m2; --tp-size 2 or --dp-size 2.",
+    "tgi": "--kv-cache-dtype fp8_e5m2; a lower --max-total-tokens; --num-shard 2.",
+    "trtllm": "kv_cache_config dtype fp8; --tp_size 2.",
+    "ollama": "a lower num_ctx (reserved per slot); OLLAMA_KV_CACHE_TYPE=q8_0; a second GPU or instance.",
+    "llamacpp": "a lower -c (reserved up front); -ctk q8_0 -ctv q8_0 with -fa on; another GPU.",
+    "other": "an 8-bit KV cache, a shorter context where it is reserved up front, more GPUs or replicas.",
+}
+
 
 class KvPoolSaturated(Rule):
     """The KV-cache pool is full and requests wait for room.
@@ -66,6 +78,12 @@ class KvPoolSaturated(Rule):
             pressure = Severity.MODERATE
         severity = damp(self.t("usage").severity_of(usage), pressure)
         action, fix, new, what = self._plan(ctx)
+        levers = {
+            # Drop the 8-bit-KV lever (listed first) when it is the one already proposed.
+            k: v.split("; ", 1)[-1] if action == "quantize-kv-cache" else v
+            for k, v in _OTHER_LEVERS.items()
+        }
+        fix = {k: f"{t.rstrip('.')}. Other levers: {levers[k]}" if k in levers else t for k, t in fix.items()}
         cur = ctx.roofline
         gain: Gain | None = None
         pool_ratio: float | None = None

@@ -19,6 +19,9 @@ class UnrealisticPrefixCacheHits(Rule):
     prompt (or a long identical prefix) again and again. Production traffic with distinct prompts
     will see a far higher TTFT than the run reports.
 
+    The opposite, a benchmark of random prompts that never hits the cache, is noted at ``low``
+    when nobody stated that production prompts share nothing.
+
     ## Fix
     Benchmark with distinct prompts that share only what production shares: ``vllm bench serve
     --dataset-name random`` (with ``--random-prefix-len`` for a realistic system prompt), ShareGPT,
@@ -50,6 +53,12 @@ class UnrealisticPrefixCacheHits(Rule):
             "min_prompt_tokens",
             unit="tokens",
             doc="shorter prompts have too small a floor to judge",
+            minimum=1,
+        ),
+        ParamSpec(
+            "never_hit_min_prompt_tokens",
+            unit="tokens",
+            doc="prompts at least this long make a never-hit benchmark worth a low note",
             minimum=1,
         ),
     )
@@ -92,7 +101,7 @@ class UnrealisticPrefixCacheHits(Rule):
                     )
                 )
         if not evidence:
-            return None
+            return self._never_hits(ctx, prompt)
         # A benchmark artefact is serious when SLOs are judged on it, but it is not an outage.
         severity = damp(severity, Severity.SEVERE)
         return Finding(
@@ -114,4 +123,34 @@ class UnrealisticPrefixCacheHits(Rule):
             },
             expected_gain=None,
             confidence=0.8,
+        )
+
+    def _never_hits(self, ctx: RunContext, prompt: float) -> Finding | None:
+        """The opposite artefact, as a low note: caching is on, nothing ever hits, and nobody said
+        the prompts share nothing. Production prompts that share a system prompt will be faster."""
+        hit = ctx.run.metrics.prefix_cache_hit_rate
+        shared = ctx.run.workload.shared_prefix_tokens
+        if hit is None or hit > 0.01 or shared is not None or ctx.engine.prefix_caching.value is not True:
+            return None
+        if prompt < self.p("never_hit_min_prompt_tokens"):
+            return None
+        return Finding(
+            severity=Severity.LOW,
+            title=(
+                f"The benchmark never hits the prefix cache (hit rate {hit:.0%}): if production prompts share a "
+                "system prompt, their TTFT will be lower than measured"
+            ),
+            evidence=(
+                Evidence("prefix_cache_hit_rate", hit, "the share production prompts have in common", "run"),
+                Evidence("workload.shared_prefix_tokens", "unknown", "stated", "run"),
+            ),
+            fix={
+                "other": (
+                    "Give the benchmark the shared prefix production has (vllm bench serve "
+                    "--random-prefix-len <tokens>, or replay real prompts) and state it as "
+                    "workload.shared_prefix_tokens."
+                )
+            },
+            expected_gain=None,
+            confidence=0.5,
         )
