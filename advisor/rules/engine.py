@@ -8,18 +8,20 @@ size of its own expected gain, so a healthy run shows nothing above ``low``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from advisor.rules.base import ACTIONS, FIX_KEYS, Evidence, Finding, Gain, Rule, Status
 from advisor.rules.context import MissingField, RunContext
 from advisor.rules.damping import SLO_METRICS, gain_cap
 from advisor.rules.registry import docs_url, get_rules
 from advisor.rules.severity import Severity, damp
+
+if TYPE_CHECKING:
+    from advisor.ml.expectations import Expectations
 
 __all__ = ["Advice", "Recommendation", "SloCheck", "Suppressed", "Verdict", "advise", "check_slos", "score"]
 
@@ -116,7 +118,7 @@ class Advice:
 
     verdict: Verdict
     recommendations: tuple[Recommendation, ...]
-    expectations: Any
+    expectations: Expectations | None
     findings_suppressed: tuple[Suppressed, ...] = ()
     verdict_reasons: tuple[str, ...] = ()
     slo: tuple[SloCheck, ...] = ()
@@ -133,16 +135,8 @@ class Advice:
         }
 
 
-def _expectations_dict(exp: Any) -> dict[str, Any] | None:
-    if exp is None:
-        return None
-    to_dict = getattr(exp, "to_dict", None)
-    if callable(to_dict):
-        result = to_dict()
-        return dict(result) if isinstance(result, Mapping) else None
-    if dataclasses.is_dataclass(exp) and not isinstance(exp, type):
-        return dataclasses.asdict(exp)
-    return None
+def _expectations_dict(exp: Expectations | None) -> dict[str, Any] | None:
+    return exp.to_dict() if exp is not None else None
 
 
 def score(severity: Severity, gain: Gain | None, confidence: float) -> float:
