@@ -51,6 +51,10 @@ _PROMETHEUS = PrometheusConfig(
 def create_app(settings: Settings | None = None) -> Litestar:
     """Build the app. ``settings`` defaults to the environment (``ADVISOR_*``)."""
     settings = settings or get_settings()
+    # Fail at start-up, not at the first analysis, when a thresholds override file is invalid.
+    from advisor.rules.registry import thresholds_table
+
+    thresholds_table()
     level = logging.getLevelNamesMapping()[settings.server.log_level.upper()]
     # /health asks Alembic for the revision on every call; its INFO lines are noise.
     logging.getLogger("alembic").setLevel(max(level, logging.WARNING))

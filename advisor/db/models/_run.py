@@ -135,6 +135,9 @@ class Run(IdentityAuditBase):
     labels: Mapped[dict[str, Any]] = mapped_column(JsonB, default=dict)
     source: Mapped[dict[str, Any]] = mapped_column(JsonB, default=dict)
     analysis: Mapped[dict[str, Any]] = mapped_column(JsonB, default=dict)
+    #: The context given with the submission (query, headers, wrapper), so ``advisor runs reparse`` can
+    #: re-derive the run from the raw payload exactly as it was submitted.
+    context: Mapped[dict[str, Any]] = mapped_column(JsonB, default=dict)
 
     deployment: Mapped[Deployment | None] = relationship(back_populates="runs", lazy="joined")
     raw_payload: Mapped[RawPayload | None] = relationship(lazy="noload")

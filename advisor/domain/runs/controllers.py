@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -18,7 +17,7 @@ from advisor.domain.runs.ingestion import IngestionService
 from advisor.domain.runs.recommendations import RecommendationService
 from advisor.domain.runs.schemas import BulkResult, RunPage, RunResult, StatusIn
 from advisor.domain.runs.services import RawPayloadService, RunFilters, RunService, run_to_out
-from advisor.domain.runs.submission import ParsedSubmission, context_from_request, parse_submission
+from advisor.domain.runs.submission import ParsedSubmission, context_from_request, parse_submission, split_bulk
 from advisor.errors import InvalidInput, MalformedInput, NotFound
 
 __all__ = ["AdviseController", "RecommendationController", "RunController"]
@@ -112,7 +111,7 @@ class RunController(Controller):
     async def bulk(self, request: Request[Any, Any, Any], ingestion: NamedDependency[IngestionService]) -> BulkResult:
         settings = request.app.state.settings.server
         body = await _read_limited(request, settings.bulk_max_body_bytes)
-        items = _bulk_items(body, settings.bulk_max_runs)
+        items = split_bulk(body, settings.bulk_max_runs)
         from_query, from_headers = context_from_request(
             {key: request.query_params.getall(key) for key in request.query_params}, dict(request.headers)
         )
@@ -170,7 +169,7 @@ class RunController(Controller):
         data = raws.decompress(payload)
         media_type = payload.content_type or "application/octet-stream"
         if payload.format == "bulk":
-            data = _bulk_items(data, None)[run.source_index]
+            data = split_bulk(data, None)[run.source_index]
             media_type = "application/json"
         headers = {}
         if payload.file_name:
@@ -224,25 +223,3 @@ async def _read_limited(request: Request[Any, Any, Any], limit: int) -> bytes:
             raise HTTPException(status_code=413, detail=f"bulk body over {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _bulk_items(body: bytes, limit: int | None) -> list[bytes]:
-    """Split a bulk body into one JSON document per item: a JSON array, or NDJSON."""
-    stripped = body.strip()
-    if not stripped:
-        raise MalformedInput("the body is empty", field="body")
-    items: list[bytes]
-    if stripped[:1] == b"[":
-        try:
-            docs = json.loads(stripped)
-        except ValueError as exc:
-            raise MalformedInput(f"invalid JSON array: {exc}", field="body") from exc
-        items = [msgspec.json.encode(doc) for doc in docs]
-    else:
-        # Each line is decoded once, later, by the ingest layer, which names the bad item.
-        items = [line for line in stripped.splitlines() if line.strip()]
-    if not items:
-        raise MalformedInput("no runs in the body", field="body")
-    if limit is not None and len(items) > limit:
-        raise InvalidInput(f"at most {limit} runs per bulk request, got {len(items)}", field="body")
-    return items

@@ -115,7 +115,7 @@ class IngestionService:
         )
         return analyse(run, slo=_slo_of(deployment, slo), baseline=baseline, catalog=await self.catalogs.current())
 
-    async def analyse_stored(self, row: Run) -> Analysis:
+    async def analyse_stored(self, row: Run, *, commit: bool = True) -> Analysis:
         """Analyse a stored run that has no analysis yet (bulk-loaded) and store the result."""
         run = run_to_canonical(row)
         item = PreparedRun(
@@ -128,8 +128,12 @@ class IngestionService:
         row.decode_efficiency = analysis.efficiency.get("decode")
         row.prefill_efficiency = analysis.efficiency.get("prefill")
         row.analysis = analysis.stored()
-        await self.runs.add_recommendations(row.id, analysis.recommendations)
-        await self.session.commit()
+        kept = {r.rule_id for r in await self.runs.recommendations(row.id)}  # applied/dismissed stay
+        await self.runs.add_recommendations(
+            row.id, [r for r in analysis.recommendations if r["rule_id"] not in kept], first_rank=len(kept) + 1
+        )
+        if commit:
+            await self.session.commit()
         return analysis
 
     async def advise(self, parsed: ParsedSubmission) -> list[RunResult]:
@@ -248,6 +252,7 @@ class IngestionService:
                 raw_payload_id=raw.id,
                 content_hash=item.hash,
                 idempotency_key=f"{idempotency_key}#{item.index}" if idempotency_key else None,
+                context=_context_doc(parsed),
                 measured_at=run.measured_at,
                 submitted_by=submitted_by,
                 source_index=item.index,
@@ -277,20 +282,24 @@ class IngestionService:
         The whole body is kept once as the raw payload; each run records its item index, so that
         ``/runs/{id}/raw`` can give back exactly the item it came from.
         """
-        prepared: list[tuple[int, PreparedRun]] = []
+        prepared: list[tuple[int, PreparedRun, ParsedSubmission]] = []
         for item_index, parsed in enumerate(items):
             try:
-                prepared.extend((item_index, p) for p in await self.prepare(parsed))
+                prepared.extend((item_index, p, parsed) for p in await self.prepare(parsed))
             except InvalidInput as exc:
                 exc.field = f"items[{item_index}]" + (f".{exc.field}" if exc.field else "")
                 raise
-        hashes = [p.hash for _, p in prepared]
+        hashes = [p.hash for _, p, _ in prepared]
         existing = await self.runs.existing_hashes(hashes)
         async with writer_lock(self.session):
             return await self._bulk_insert(prepared, existing, raw, content_type)
 
     async def _bulk_insert(
-        self, prepared: list[tuple[int, PreparedRun]], existing: set[str], raw: bytes, content_type: str | None
+        self,
+        prepared: list[tuple[int, PreparedRun, ParsedSubmission]],
+        existing: set[str],
+        raw: bytes,
+        content_type: str | None,
     ) -> BulkResult:
         now = datetime.now(UTC)
         rows: list[dict[str, Any]] = []
@@ -298,7 +307,7 @@ class IngestionService:
         deployments: dict[str, int] = {}
         raw_row = None
         try:
-            for item_index, item in prepared:
+            for item_index, item, parsed in prepared:
                 if item.hash in existing or item.hash in seen:
                     continue
                 seen.add(item.hash)
@@ -325,6 +334,7 @@ class IngestionService:
                     measured_at=run.measured_at or now,
                     source_index=item_index,
                     analysis={},
+                    context=_context_doc(parsed),
                 )
                 rows.append(values)
             ids = await self.runs.insert_many(rows)
@@ -333,6 +343,12 @@ class IngestionService:
             raise
         await self.session.commit()
         return BulkResult(received=len(prepared), created=len(ids), existing=len(prepared) - len(ids), run_ids=ids)
+
+
+def _context_doc(parsed: ParsedSubmission) -> dict[str, Any]:
+    doc: dict[str, Any] = msgspec.to_builtins(parsed.context)
+    doc["format"] = parsed.format_id
+    return doc
 
 
 def _keys(idempotency_key: str, n: int) -> list[str]:

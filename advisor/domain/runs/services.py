@@ -229,9 +229,11 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         }
         return [ids[h] for h in hashes]
 
-    async def add_recommendations(self, run_id: int, recommendations: list[dict[str, Any]]) -> list[Recommendation]:
+    async def add_recommendations(
+        self, run_id: int, recommendations: list[dict[str, Any]], *, first_rank: int = 1
+    ) -> list[Recommendation]:
         session = self.repository.session
-        rows = [recommendation_row(run_id, rank, rec) for rank, rec in enumerate(recommendations, start=1)]
+        rows = [recommendation_row(run_id, rank, rec) for rank, rec in enumerate(recommendations, start=first_rank)]
         session.add_all(rows)
         await session.flush()
         return rows

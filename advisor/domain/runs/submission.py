@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,7 @@ __all__ = [
     "context_from_request",
     "normalise_run",
     "parse_submission",
+    "split_bulk",
 ]
 
 
@@ -505,3 +507,25 @@ def content_hash(run: CanonicalRun) -> str:
     doc = run_to_builtins(run)
     payload = {key: doc.get(key) for key in _HASHED}
     return hashlib.sha256(msgspec.json.encode(payload, order="sorted")).hexdigest()
+
+
+def split_bulk(body: bytes, limit: int | None) -> list[bytes]:
+    """Split a bulk body into one JSON document per item: a JSON array, or NDJSON."""
+    stripped = body.strip()
+    if not stripped:
+        raise MalformedInput("the body is empty", field="body")
+    items: list[bytes]
+    if stripped[:1] == b"[":
+        try:
+            docs = json.loads(stripped)
+        except ValueError as exc:
+            raise MalformedInput(f"invalid JSON array: {exc}", field="body") from exc
+        items = [msgspec.json.encode(doc) for doc in docs]
+    else:
+        # Each line is decoded once, later, by the ingest layer, which names the bad item.
+        items = [line for line in stripped.splitlines() if line.strip()]
+    if not items:
+        raise MalformedInput("no runs in the body", field="body")
+    if limit is not None and len(items) > limit:
+        raise InvalidInput(f"at most {limit} runs per bulk request, got {len(items)}", field="body")
+    return items

@@ -1,8 +1,8 @@
 """initial schema
 
-Revision ID: 51be1d367152
+Revision ID: bcf1f07cd825
 Revises:
-Create Date: 2026-11-29 09:33:24.299703
+Create Date: 2026-11-29 09:50:05.228489
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ sa.DateTimeUTC = DateTimeUTC  # type: ignore[attr-defined]
 sa.JsonB = JsonB  # type: ignore[attr-defined]
 sa.ORA_JSONB = ORA_JSONB  # type: ignore[attr-defined]
 
-revision = '51be1d367152'
+revision = 'bcf1f07cd825'
 down_revision = None
 branch_labels = None
 depends_on = None
@@ -245,6 +245,7 @@ def upgrade() -> None:
     sa.Column('labels', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'cockroachdb').with_variant(sa.ORA_JSONB(), 'oracle').with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('source', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'cockroachdb').with_variant(sa.ORA_JSONB(), 'oracle').with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('analysis', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'cockroachdb').with_variant(sa.ORA_JSONB(), 'oracle').with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
+    sa.Column('context', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'cockroachdb').with_variant(sa.ORA_JSONB(), 'oracle').with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('created_at', sa.DateTimeUTC(timezone=True), nullable=False),
     sa.Column('updated_at', sa.DateTimeUTC(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['deployment_id'], ['deployment.id'], name=op.f('fk_run_deployment_id_deployment'), ondelete='SET NULL'),
