@@ -13,6 +13,7 @@ import click
 
 from advisor import __version__
 from advisor.cli.server_commands import catalog_group, db_group, serve_command
+from advisor.client.commands import CLIENT_COMMANDS
 from advisor.settings import SettingsError
 
 __all__ = ["EXIT_GATE", "EXIT_OK", "EXIT_REJECTED", "EXIT_UNREACHABLE", "EXIT_USAGE", "cli", "main"]
@@ -27,9 +28,13 @@ _EPILOG = """\b
 Exit codes:
   0  success / the gate passed
   1  the gate failed (--fail-on / --fail-on-verdict)
-  2  usage error (bad option, bad setting)
+  2  usage error (bad option, bad setting, missing file)
   3  server unreachable, or it answered 5xx
   4  input rejected (the server answered 4xx)
+
+\b
+Client commands read ADVISOR_URL (default http://127.0.0.1:8000) and
+ADVISOR_TOKEN, or --url/--token. See docs/cli.md.
 """
 
 
@@ -42,6 +47,8 @@ def cli() -> None:
 cli.add_command(serve_command)
 cli.add_command(db_group)
 cli.add_command(catalog_group)
+for _command in CLIENT_COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from advisor.client.commands import catalog_add, catalog_list, catalog_show
 from advisor.settings import Settings, SettingsError, get_settings
 
 
@@ -117,3 +118,9 @@ def catalog_load() -> None:
         f"catalog loaded: {counts['hardware']} hardware, {counts['model']} models, "
         f"{counts['quantization']} quantizations, {counts['aliases']} aliases"
     )
+
+
+# Client-side subcommands: they read the catalog through the API of a running advisor (--url).
+catalog_group.add_command(catalog_list)
+catalog_group.add_command(catalog_show)
+catalog_group.add_command(catalog_add)
