@@ -93,12 +93,15 @@ class AdvisorClient:
 
     ``retries`` extra attempts are made on connection errors and 502/503/504, waiting
     ``backoff × 2**attempt`` seconds (with jitter, and at least a ``Retry-After`` the server sends).
+    :meth:`close` closes ``http`` only when the client built it (``owns_http``): an injected client
+    belongs to its caller.
     """
 
     http: httpx.Client
     retries: int = 3
     backoff: float = 0.5
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    owns_http: bool = False
 
     @classmethod
     def connect(
@@ -125,10 +128,11 @@ class AdvisorClient:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             transport=transport,
         )
-        return cls(http, retries=retries, backoff=backoff)
+        return cls(http, retries=retries, backoff=backoff, owns_http=True)
 
     def close(self) -> None:
-        self.http.close()
+        if self.owns_http:
+            self.http.close()
 
     def __enter__(self) -> AdvisorClient:
         return self

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,16 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self.now += seconds
+
+
+class SleepingClock(FakeClock):
+    """Real time: the fake servers really wait (for the CLI, which reads time.perf_counter)."""
+
+    def __call__(self) -> float:
+        return time.perf_counter()
+
+    def advance(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 def tokens_of(text: str) -> int:
