@@ -8,7 +8,6 @@ These names are a public contract: extend them, never rename them.
 
 from __future__ import annotations
 
-import itertools
 import math
 from datetime import datetime
 from typing import Any, Literal
@@ -30,6 +29,7 @@ __all__ = [
     "decode_run",
     "run_to_builtins",
     "validate_run",
+    "validate_setup",
     "validate_slo",
 ]
 
@@ -181,10 +181,7 @@ def decode_run(data: bytes | str | dict[str, Any]) -> CanonicalRun:
     Raises :class:`InvalidInput` naming the failing field path.
     """
     try:
-        if isinstance(data, dict):
-            run = msgspec.convert(data, CanonicalRun, strict=False)
-        else:
-            run = _DECODER.decode(data)
+        run = msgspec.convert(data, CanonicalRun, strict=False) if isinstance(data, dict) else _DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise InvalidInput(str(exc), field=_field_from_msgspec(str(exc))) from exc
     except msgspec.DecodeError as exc:
@@ -213,6 +210,28 @@ _RATIO_FIELDS = ("kv_cache_usage_mean", "kv_cache_usage_max", "prefix_cache_hit_
 def validate_run(run: CanonicalRun) -> None:
     """Reject physically impossible values: negative, NaN or infinite metrics, percentiles out of
     order, ratios outside 0..1, and unknown runtimes. Raises :class:`InvalidInput` naming the field."""
+    validate_setup(run)
+    for name in _WORKLOAD_NUMBERS:
+        value = getattr(run.workload, name)
+        if value is not None:
+            _check_finite_non_negative(float(value), f"workload.{name}")
+    metrics = run.metrics
+    for name in _PERCENTILE_FIELDS:
+        _validate_percentiles(getattr(metrics, name), f"metrics.{name}")
+    for name in _METRIC_NUMBERS:
+        value = getattr(metrics, name)
+        if value is not None:
+            _check_finite_non_negative(float(value), f"metrics.{name}")
+    for name in _RATIO_FIELDS:
+        value = getattr(metrics, name)
+        if value is not None and value > 1.0:
+            raise InvalidInput(f"is a ratio in 0..1, got {value}", field=f"metrics.{name}")
+    if run.slo is not None:
+        validate_slo(run.slo)
+
+
+def validate_setup(run: CanonicalRun) -> None:
+    """The setup part of :func:`validate_run` (what a submission's context can change)."""
     if run.setup.runtime is not None and run.setup.runtime not in RUNTIMES:
         raise InvalidInput(
             f"unknown runtime {run.setup.runtime!r}; expected one of {', '.join(RUNTIMES)}",
@@ -222,23 +241,13 @@ def validate_run(run: CanonicalRun) -> None:
         value = getattr(run.setup, name)
         if value is not None and value < 1:
             raise InvalidInput(f"must be at least 1, got {value}", field=f"setup.{name}")
-    for name in Workload.__struct_fields__:
-        value = getattr(run.workload, name)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            _check_finite_non_negative(float(value), f"workload.{name}")
-    metrics = run.metrics
-    for name in Metrics.__struct_fields__:
-        value = getattr(metrics, name)
-        if isinstance(value, Percentiles):
-            _validate_percentiles(value, f"metrics.{name}")
-        elif isinstance(value, int | float):
-            _check_finite_non_negative(float(value), f"metrics.{name}")
-    for name in _RATIO_FIELDS:
-        value = getattr(metrics, name)
-        if value is not None and value > 1.0:
-            raise InvalidInput(f"is a ratio in 0..1, got {value}", field=f"metrics.{name}")
-    if run.slo is not None:
-        validate_slo(run.slo)
+
+
+# Field lists computed once: validation runs on every ingested run (bulk: thousands per request).
+_WORKLOAD_NUMBERS = tuple(n for n in Workload.__struct_fields__ if n not in ("dataset", "streaming"))
+_PERCENTILE_FIELDS = tuple(n for n in Metrics.__struct_fields__ if n.endswith("_ms") and n != "load_ms")
+_METRIC_NUMBERS = tuple(n for n in Metrics.__struct_fields__ if n not in _PERCENTILE_FIELDS)
+_PERCENTILE_ORDER = ("min", *PERCENTILE_KEYS, "max")
 
 
 def validate_slo(slo: SLO, field: str = "slo") -> None:
@@ -257,13 +266,20 @@ def _check_finite_non_negative(value: float, field: str) -> None:
 
 
 def _validate_percentiles(p: Percentiles, field: str) -> None:
-    for name in Percentiles.__struct_fields__:
+    previous: tuple[str, float] | None = None
+    for name in _PERCENTILE_ORDER:
+        value = getattr(p, name)
+        if value is None:
+            continue
+        _check_finite_non_negative(value, f"{field}.{name}")
+        # A tiny tolerance absorbs rounding in tools that print percentiles to 2 decimals.
+        if previous is not None and previous[1] > value * (1 + 1e-6) + 1e-9:
+            raise InvalidInput(
+                f"percentiles out of order: {previous[0]}={previous[1]} > {name}={value}",
+                field=f"{field}.{previous[0]}",
+            )
+        previous = (name, value)
+    for name in ("mean", "std"):
         value = getattr(p, name)
         if value is not None:
             _check_finite_non_negative(value, f"{field}.{name}")
-    ordered = [(k, getattr(p, k)) for k in ("min", *PERCENTILE_KEYS, "max")]
-    present = [(k, v) for k, v in ordered if v is not None]
-    # A tiny tolerance absorbs rounding in tools that print percentiles to 2 decimals.
-    for (k1, v1), (k2, v2) in itertools.pairwise(present):
-        if v1 > v2 * (1 + 1e-6) + 1e-9:
-            raise InvalidInput(f"percentiles out of order: {k1}={v1} > {k2}={v2}", field=f"{field}.{k1}")

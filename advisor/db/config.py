@@ -6,6 +6,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from advanced_alchemy.extensions.litestar import (
     AlembicAsyncConfig,
     AsyncSessionConfig,
@@ -39,9 +40,18 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any, busy_timeout_ms: int) -
     cursor.close()
 
 
+def _json_dumps(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
 def create_engine(settings: DatabaseSettings, *, pool: bool = True) -> AsyncEngine:
     """An async engine with the right options per backend."""
-    kwargs: dict[str, Any] = {"echo": settings.echo}
+    kwargs: dict[str, Any] = {
+        "echo": settings.echo,
+        # msgspec instead of the stdlib json for the JSON columns: every run stores seven documents.
+        "json_serializer": _json_dumps,
+        "json_deserializer": msgspec.json.decode,
+    }
     if settings.is_sqlite:
         kwargs["connect_args"] = {"timeout": settings.sqlite_busy_timeout_ms / 1000}
     elif pool:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from advisor.canonical import SLO, CanonicalRun, run_to_builtins, validate_run
+from advisor.canonical import SLO, CanonicalRun, run_to_builtins, validate_setup
 from advisor.errors import Conflict, InvalidInput, MalformedInput, UnknownName
 from advisor.ingest import Input, parse
 
@@ -413,8 +413,25 @@ def normalise_run(run: CanonicalRun, context: SubmissionContext, catalog: Any, *
     setup.quantization = quantization_id if quantization_id else quant_value
     if given:
         run.source.given = {**run.source.given, **given}
-    validate_run(run)
+    validate_setup(run)  # the parser validated the metrics; the context may have changed the setup
     return ResolvedRun(run, hardware_id, model_id, quantization_id, given)
+
+
+def _cached(catalog: Any, method: str, value: Any, field: str) -> Any:
+    """Resolve a name through ``catalog``, memoised on the catalog object (it is immutable), so a
+    bulk request naming one device ten thousand times resolves it once."""
+    if not isinstance(value, str):
+        return getattr(catalog, method)(value, field_prefix=field)
+    cache: dict[tuple[str, str], Any] | None = getattr(catalog, "_advisor_resolution_cache", None)
+    if cache is None:
+        cache = {}
+        catalog._advisor_resolution_cache = cache
+    key = (method, value)
+    if key not in cache:
+        if len(cache) > 10_000:
+            cache.clear()
+        cache[key] = getattr(catalog, method)(value, field_prefix=field)
+    return cache[key]
 
 
 def _resolve_one(
@@ -426,9 +443,8 @@ def _resolve_one(
     value = ctx_value if ctx_value is not None else file_value
     if value is None:
         return None, None
-    resolver = getattr(catalog, f"resolve_{kind}")
     try:
-        spec = resolver(value, field_prefix=field)
+        spec = _cached(catalog, f"resolve_{kind}", value, field)
     except UnknownName as exc:
         if from_file and ctx_value is None:
             return None, value  # a name only the file carries: keep it, the analysis says what it blocks
@@ -450,7 +466,7 @@ def _resolve_model(
         if isinstance(value, dict):
             catalog.resolve_model(value, field_prefix=field)
             return None, value, None
-        spec, quant = catalog.resolve_model(value, field_prefix=field)
+        spec, quant = _cached(catalog, "resolve_model", value, field)
     except UnknownName as exc:
         if from_file and ctx_value is None:
             return None, value, None
@@ -464,7 +480,7 @@ def _resolve_quant(catalog: Any, value: Any, *, from_file: bool) -> str | None:
         catalog.resolve_quantization(value, field_prefix="setup.quantization")
         return None
     try:
-        return str(catalog.resolve_quantization(value, field_prefix="setup.quantization").id)
+        return str(_cached(catalog, "resolve_quantization", value, "setup.quantization").id)
     except UnknownName as exc:
         if from_file:
             return None
