@@ -47,8 +47,8 @@ async def _drive(url: str, bodies: list[bytes], concurrency: int) -> float:
     return len(bodies) / elapsed
 
 
-def _prepare_db(path: Path) -> dict[str, str]:
-    env = {"ADVISOR_DATABASE_URL": f"sqlite+aiosqlite:///{path}", "ADVISOR_LOG_LEVEL": "warning"}
+def _prepare_db(path: Path, url: str | None = None) -> dict[str, str]:
+    env = {"ADVISOR_DATABASE_URL": url or f"sqlite+aiosqlite:///{path}", "ADVISOR_LOG_LEVEL": "warning"}
     for command in (["db", "upgrade"], ["catalog", "load"]):
         subprocess.run(
             [PYTHON, "-m", "advisor", *command],
@@ -65,6 +65,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=600)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--bulk", type=int, default=10_000)
+    parser.add_argument(
+        "--database-url", default=None, help="POST /runs against this database (default: a fresh SQLite file)"
+    )
     args = parser.parse_args()
     rng = random.Random(42)
     warm = [json.dumps(canonical_run(10_000_000 + i, rng)).encode() for i in range(50)]
@@ -74,7 +77,7 @@ def main() -> None:
         with server("bench._echo_app:app") as echo_url:
             asyncio.run(_drive(echo_url + "/echo", warm, args.concurrency))
             echo_rps = asyncio.run(_drive(echo_url + "/echo", bodies, args.concurrency))
-        env = _prepare_db(Path(tmp) / "bench.db")
+        env = _prepare_db(Path(tmp) / "bench.db", args.database_url)
         with server("advisor.server.asgi:app", env) as url:
             asyncio.run(_drive(url + "/api/v1/runs", warm, args.concurrency))
             runs_rps = asyncio.run(_drive(url + "/api/v1/runs", bodies, args.concurrency))
