@@ -288,6 +288,8 @@ def test_list_filters_and_cursor_pagination(client: Any) -> None:
 
     assert client.get("/api/v1/runs?runtime=sglang").json()["total"] == 1
     assert client.get("/api/v1/runs?deployment=chat-prod&hardware=nvidia-a10g").json()["total"] == 8
+    assert client.get("/api/v1/runs", params={"hardware": "NVIDIA A10G", "model": "llama3.1:8b"}).json()["total"] == 8
+    _bad("query.hardware", 422, client.get("/api/v1/runs?hardware=nvidia-h1000"))
     assert client.get("/api/v1/runs?since=2026-11-29T00:00:00Z").json()["total"] == 1
     _bad("query.cursor", 422, client.get("/api/v1/runs?cursor=garbage"))
     _bad(None, 404, client.get("/api/v1/runs/999999"))

@@ -13,6 +13,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter, RawBo
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from advisor.domain.catalog.services import CatalogService
 from advisor.domain.runs.ingestion import IngestionService
 from advisor.domain.runs.recommendations import RecommendationService
 from advisor.domain.runs.schemas import BulkResult, RunPage, RunResult, StatusIn
@@ -150,6 +151,15 @@ class RunController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
         cursor: FromQuery[str | None] = None,
     ) -> RunPage:
+        if hardware or model or quantization:
+            # Filters accept the same names as submissions: aliases resolve to catalog ids.
+            catalog = await CatalogService(db_session).current()
+            if hardware:
+                hardware = catalog.resolve_hardware(hardware, field_prefix="query.hardware").id
+            if model:
+                model = catalog.resolve_model(model, field_prefix="query.model")[0].id
+            if quantization:
+                quantization = catalog.resolve_quantization(quantization, field_prefix="query.quantization").id
         filters = RunFilters(deployment, runtime, hardware, model, quantization, since, until, verdict)
         service = RunService(session=db_session)
         rows, total, next_cursor = await service.page(filters, limit=limit, cursor=cursor)
