@@ -17,6 +17,14 @@ def _client(handler: Callable[[httpx.Request], httpx.Response], retries: int = 3
     return AdvisorClient(http, retries=retries, backoff=0.5, sleep=sleeps.append), sleeps
 
 
+def _recording(seen: list[httpx.Request], response: httpx.Response) -> Callable[[httpx.Request], httpx.Response]:
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return response
+
+    return handler
+
+
 def _flaky(
     failures: list[int | type[Exception]], final: httpx.Response
 ) -> tuple[Callable[[httpx.Request], httpx.Response], list[int]]:
@@ -148,11 +156,11 @@ def test_submit_sends_the_raw_body_with_context_as_query_parameters() -> None:
 
 
 def test_advise_goes_to_advise() -> None:
-    seen: list[str] = []
-    client, _ = _client(lambda r: (seen.append(r.url.path), httpx.Response(200, json={}))[1])
+    seen: list[httpx.Request] = []
+    client, _ = _client(_recording(seen, httpx.Response(200, json={})))
     client.submit(b"x", store=False)
     client.submit_run({"metrics": {}}, store=False)
-    assert seen == ["/api/v1/advise", "/api/v1/advise"]
+    assert [r.url.path for r in seen] == ["/api/v1/advise", "/api/v1/advise"]
 
 
 def test_iter_runs_follows_the_cursor() -> None:
@@ -187,7 +195,7 @@ def test_connect_reads_url_and_token_from_the_environment(monkeypatch: pytest.Mo
     seen: list[httpx.Request] = []
     monkeypatch.setenv("ADVISOR_URL", "http://env-advisor:9000/")
     monkeypatch.setenv("ADVISOR_TOKEN", "s3cret")
-    transport = httpx.MockTransport(lambda r: (seen.append(r), httpx.Response(200, json=[]))[1])
+    transport = httpx.MockTransport(_recording(seen, httpx.Response(200, json=[])))
     with AdvisorClient.connect(transport=transport) as client:
         client.rules()
     assert str(seen[0].url) == "http://env-advisor:9000/api/v1/rules"
@@ -199,7 +207,7 @@ def test_explicit_url_and_token_win_over_the_environment(monkeypatch: pytest.Mon
     seen: list[httpx.Request] = []
     monkeypatch.setenv("ADVISOR_URL", "http://env-advisor:9000")
     monkeypatch.delenv("ADVISOR_TOKEN", raising=False)
-    transport = httpx.MockTransport(lambda r: (seen.append(r), httpx.Response(200, json=[]))[1])
+    transport = httpx.MockTransport(_recording(seen, httpx.Response(200, json=[])))
     with AdvisorClient.connect("http://flag:1", None, transport=transport) as client:
         client.rules()
     assert seen[0].url.host == "flag"
