@@ -29,7 +29,7 @@ from advisor.client.options import (
     make_client,
     output_option,
 )
-from advisor.client.render import annotation, fmt, render_json, render_results, table
+from advisor.client.render import annotation, fmt, name_of, render_json, render_results, table
 
 __all__ = [
     "CLIENT_COMMANDS",
@@ -941,7 +941,7 @@ def _measure_summary(doc: Mapping[str, Any], prefill: float | None, output: str)
         ]
         return "\n".join(lines)
     setup = run.get("setup") or {}
-    head = f"{setup.get('runtime') or 'unknown runtime'} · {setup.get('model')}"
+    head = f"{setup.get('runtime') or 'unknown runtime'} · {name_of(setup.get('model'))}"
     lines = [
         ("### " if style == "md" else "") + f"advisor measure: {head}",
         "",

@@ -18,6 +18,7 @@ __all__ = [
     "annotation",
     "fmt",
     "md_escape",
+    "name_of",
     "render_json",
     "render_results",
     "table",
@@ -114,11 +115,11 @@ def _headline(result: Mapping[str, Any], base_url: str | None) -> str:
     parts = [f"run {run['id']}" if run.get("id") is not None else "run (not stored)"]
     if run.get("deployment"):
         parts.append(str(run["deployment"]))
-    runtime, hardware = setup.get("runtime"), _name(setup.get("hardware"))
+    runtime, hardware = setup.get("runtime"), name_of(setup.get("hardware"))
     what = f"{runtime} on {hardware}" if runtime and hardware else (runtime or hardware or "")
     if what:
         parts.append(what)
-    model = " ".join(x for x in (_name(setup.get("model")), _name(setup.get("quantization"))) if x)
+    model = " ".join(x for x in (name_of(setup.get("model")), name_of(setup.get("quantization"))) if x)
     if model:
         parts.append(model)
     link = (run.get("links") or {}).get("self")
@@ -127,11 +128,18 @@ def _headline(result: Mapping[str, Any], base_url: str | None) -> str:
     return " · ".join(parts)
 
 
-def _name(value: Any) -> str | None:
+def name_of(value: Any) -> str | None:
+    """A setup field for people: catalog ids as they are, inline specs by what they say."""
     if value is None:
         return None
     if isinstance(value, dict):
-        return str(value.get("name") or value.get("id") or "inline spec")
+        if value.get("name") or value.get("id"):
+            return str(value.get("name") or value.get("id"))
+        if value.get("params_b") is not None:
+            return f"{fmt(value['params_b'])}B-parameter model"
+        if value.get("bits_per_weight") is not None:
+            return f"{fmt(value['bits_per_weight'])} bits/weight"
+        return "inline spec"
     return str(value)
 
 
@@ -158,6 +166,14 @@ def _expectation_rows(result: Mapping[str, Any]) -> list[list[Any]]:
             ]
         )
     return rows
+
+
+def _expectation_table(result: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Measured against expected; a stored run shown later has no expectations: measured only."""
+    rows = _expectation_rows(result)
+    if result.get("expectations"):
+        return ["metric", "measured", "expected", "range", "ceiling"], rows
+    return ["metric", "measured"], [row[:2] for row in rows]
 
 
 def _evidence(rec: Mapping[str, Any]) -> str:
@@ -198,10 +214,10 @@ def _text_result(result: Mapping[str, Any], *, base_url: str | None, source: str
         lines.append(f"== {source}")
     lines.append(_headline(result, base_url))
     lines.append(f"verdict: {str(result.get('verdict', '?')).upper()}")
-    rows = _expectation_rows(result)
+    headers, rows = _expectation_table(result)
     if rows:
         lines.append("")
-        lines.append(table(["metric", "measured", "expected", "range", "ceiling"], rows))
+        lines.append(table(headers, rows))
     recs = result.get("recommendations") or []
     lines.append("")
     if not recs:
@@ -230,9 +246,9 @@ def _md_result(result: Mapping[str, Any], *, base_url: str | None, source: str |
     if source:
         title += f" — `{md_escape(source)}`"
     lines = [title, "", md_escape(_headline(result, base_url)), ""]
-    rows = _expectation_rows(result)
+    headers, rows = _expectation_table(result)
     if rows:
-        lines += [table(["metric", "measured", "expected", "range", "ceiling"], rows, style="md"), ""]
+        lines += [table(headers, rows, style="md"), ""]
     recs = result.get("recommendations") or []
     if not recs:
         lines.append("No recommendations: nothing to change.")

@@ -208,3 +208,20 @@ def test_the_client_package_speaks_http_only() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, None),
+        ("nvidia-a10g", "nvidia-a10g"),
+        ({"name": "ci-cpu", "mem_bandwidth_gb_s": 20}, "ci-cpu"),
+        ({"params_b": 6.74, "num_hidden_layers": 32}, "6.74B-parameter model"),
+        ({"bits_per_weight": 4.5}, "4.5 bits/weight"),
+        ({"num_hidden_layers": 4}, "inline spec"),
+    ],
+)
+def test_inline_specs_are_named_for_people(value: Any, shown: str | None) -> None:
+    from advisor.client.render import name_of
+
+    assert name_of(value) == shown
