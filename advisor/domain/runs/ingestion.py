@@ -217,7 +217,7 @@ class IngestionService:
                     await self.deployments.ensure(name, slo=parsed.slo)
             return [await self._result_for(existing[p.hash], created=False) for p in prepared]
 
-        raw = await self.raws.store(
+        raw_id = await self.raws.store(
             parsed.raw,
             content_type=parsed.content_type,
             file_name=parsed.file_name,
@@ -249,7 +249,7 @@ class IngestionService:
             )
             values.update(
                 deployment_id=deployment.id if deployment is not None else None,
-                raw_payload_id=raw.id,
+                raw_payload_id=raw_id,
                 content_hash=item.hash,
                 idempotency_key=f"{idempotency_key}#{item.index}" if idempotency_key else None,
                 context=_context_doc(parsed),
@@ -305,14 +305,14 @@ class IngestionService:
         rows: list[dict[str, Any]] = []
         seen: set[str] = set()
         deployments: dict[str, int] = {}
-        raw_row = None
+        raw_id: int | None = None
         try:
             for item_index, item, parsed in prepared:
                 if item.hash in existing or item.hash in seen:
                     continue
                 seen.add(item.hash)
-                if raw_row is None:
-                    raw_row = await self.raws.store(raw, content_type=content_type, file_name=None, format_id="bulk")
+                if raw_id is None:
+                    raw_id = await self.raws.store(raw, content_type=content_type, file_name=None, format_id="bulk")
                 run = item.resolved.run
                 deployment_id = None
                 if run.deployment:
@@ -329,7 +329,7 @@ class IngestionService:
                 )
                 values.update(
                     deployment_id=deployment_id,
-                    raw_payload_id=raw_row.id,
+                    raw_payload_id=raw_id,
                     content_hash=item.hash,
                     measured_at=run.measured_at or now,
                     source_index=item_index,

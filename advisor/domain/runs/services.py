@@ -61,6 +61,10 @@ def run_columns(
 
 
 _RUN_TABLE = cast("Table", Run.__table__)
+_REC_COLUMNS = (
+    "run_id", "rank", "rule_id", "name", "action", "phase", "severity", "severity_level", "score",
+    "confidence", "title", "evidence", "fix", "expected_gain", "body", "status", "status_note",
+)  # fmt: skip
 
 # attrgetter walks the structs in C; run_columns runs for every ingested run.
 _METRIC_GETTERS = tuple((column, operator.attrgetter(dotted)) for column, dotted in METRIC_COLUMNS)
@@ -134,26 +138,32 @@ class RawPayloadService(SQLAlchemyAsyncRepositoryService[RawPayload]):
 
     async def store(
         self, data: bytes, *, content_type: str | None, file_name: str | None, format_id: str | None
-    ) -> RawPayload:
-        """The stored payload for these bytes (deduplicated by SHA-256), in the open transaction."""
+    ) -> int:
+        """The id of the stored payload for these bytes (deduplicated by SHA-256), in the open transaction.
+
+        Core statements, not the repository: this runs on every submission."""
+        session = self.repository.session
         digest = hashlib.sha256(data).hexdigest()
-        existing = await self.get_one_or_none(RawPayload.sha256 == digest)
-        if existing is not None:
-            return existing
-        payload = RawPayload(
-            sha256=digest,
-            content_type=content_type,
-            file_name=file_name,
-            format=format_id,
-            size=len(data),
-            encoding="zlib",
-            data=zlib.compress(data, 6),
+        found = (await session.execute(select(RawPayload.id).where(RawPayload.sha256 == digest))).scalar()
+        if found is not None:
+            return int(found)
+        now = datetime.now(UTC)
+        inserted = await session.execute(
+            insert(RawPayload)
+            .values(
+                sha256=digest,
+                content_type=content_type,
+                file_name=file_name,
+                format=format_id,
+                size=len(data),
+                encoding="zlib",
+                data=zlib.compress(data, 6),
+                created_at=now,
+                updated_at=now,
+            )
+            .returning(RawPayload.id)
         )
-        # add + flush (INSERT … RETURNING id) rather than the repository's create(), which refreshes
-        # the row with a second SELECT that ingestion does not need.
-        self.repository.session.add(payload)
-        await self.repository.session.flush()
-        return payload
+        return int(inserted.scalar_one())
 
     @staticmethod
     def decompress(payload: RawPayload) -> bytes:
@@ -175,7 +185,9 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         return row
 
     async def by_hashes(self, hashes: list[str]) -> dict[str, Run]:
-        if not hashes:
+        """Stored runs with these content hashes. A cheap id probe first: almost every submission
+        is new, and loading nothing should cost one indexed lookup, not an ORM query."""
+        if not hashes or not await self.existing_hashes(hashes):
             return {}
         found: dict[str, Run] = {}
         session = self.repository.session
@@ -200,10 +212,13 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         return list(rows.scalars())
 
     async def insert_run(self, values: dict[str, Any]) -> Run:
-        row = Run(**values)
-        self.repository.session.add(row)
-        await self.repository.session.flush()
-        return row
+        """Insert one run (Core INSERT … RETURNING) and give back a detached row for the response."""
+        now = datetime.now(UTC)
+        values = {**values, "created_at": now, "updated_at": now}
+        run_id = (
+            await self.repository.session.execute(insert(_RUN_TABLE).values(values).returning(Run.id))
+        ).scalar_one()
+        return Run(id=run_id, **values)
 
     async def insert_many(self, rows: list[dict[str, Any]]) -> list[int]:
         """Core executemany insert: the bulk path skips ORM unit-of-work bookkeeping on purpose."""
@@ -228,10 +243,22 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
     async def add_recommendations(
         self, run_id: int, recommendations: list[dict[str, Any]], *, first_rank: int = 1
     ) -> list[Recommendation]:
-        session = self.repository.session
+        """Insert the ranked recommendations (one Core executemany with RETURNING) and give back
+        detached rows carrying their new ids."""
+        if not recommendations:
+            return []
+        now = datetime.now(UTC)
         rows = [recommendation_row(run_id, rank, rec) for rank, rec in enumerate(recommendations, start=first_rank)]
-        session.add_all(rows)
-        await session.flush()
+        values = [
+            {c: getattr(row, c) for c in _REC_COLUMNS}
+            | {"created_at": now, "updated_at": now, "status_changed_at": None}
+            for row in rows
+        ]
+        result = await self.repository.session.execute(
+            insert(Recommendation).returning(Recommendation.id, sort_by_parameter_order=True), values
+        )
+        for row, new_id in zip(rows, result.scalars().all(), strict=True):
+            row.id = new_id
         return rows
 
     async def recommendations(self, run_id: int) -> list[Recommendation]:
