@@ -270,7 +270,13 @@ class OpenAIBackend:
         return None
 
     def default_model(self) -> str:
-        body = _json_body(_call(self.http, "GET", "/v1/models"), "GET /v1/models")
+        try:
+            response = _call(self.http, "GET", "/v1/models")
+        except Rejected as exc:
+            raise Rejected(
+                f"{exc.message}; pass --model (or --api ollama for an Ollama server)", status=exc.status
+            ) from exc
+        body = _json_body(response, "GET /v1/models")
         models = body.get("data") if isinstance(body, dict) else None
         if not models:
             raise MeasureError("GET /v1/models lists no model; pass --model")

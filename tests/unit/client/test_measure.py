@@ -271,3 +271,12 @@ def test_cli_submits_the_run_and_gates(clock: FakeClock) -> None:
     assert sent["setup"]["model"] == "llama-3.1-8b"
     assert "probe" in result.stdout and "long" in result.stdout
     assert "PRE002" in result.stdout
+
+
+def test_a_server_without_a_model_list_asks_for_model(clock: FakeClock) -> None:
+    http = _http(lambda request: httpx.Response(404, text="Not Found"))
+    with pytest.raises(Rejected, match="pass --model"):
+        measure(OpenAIBackend(http, clock=clock), options=_opts(), clock=clock)
+    result = invoke(["measure", "http://llm.test", "--dry-run"], target=http)
+    assert result.exit_code == 4
+    assert "pass --model" in result.stderr
