@@ -29,12 +29,11 @@ install: $(BIN)/advisor ## Create .venv with the app and everything the tests ne
 install-e2e: install ## Also build the real-LLM-server extra (llama-cpp-python compiles: ~6 min on 2 cores)
 	$(UV) sync --frozen --extra dev --extra e2e
 
-run: install ## Migrate ./advisor.db, load the catalogs, serve on http://127.0.0.1:8000
+run: install ## Migrate ./advisor.db (which loads the catalogs), serve on http://127.0.0.1:8000
 	$(BIN)/advisor db upgrade
-	$(BIN)/advisor catalog load
 	$(BIN)/advisor serve --host $(HOST) --port $(PORT)
 
-migrate: install ## Apply database migrations (ADVISOR_DATABASE_URL)
+migrate: install ## Apply database migrations and load the catalogs (ADVISOR_DATABASE_URL)
 	$(BIN)/advisor db upgrade
 
 seed: install ## (Re)load the shipped hardware, model and quantization catalogs

@@ -12,8 +12,9 @@ import sys
 import click
 
 from advisor import __version__
+from advisor.cli.admin_commands import runs_reparse_command
 from advisor.cli.server_commands import catalog_group, db_group, serve_command
-from advisor.client.commands import CLIENT_COMMANDS
+from advisor.client.commands import CLIENT_COMMANDS, runs_group
 from advisor.settings import SettingsError
 
 __all__ = ["EXIT_GATE", "EXIT_OK", "EXIT_REJECTED", "EXIT_UNREACHABLE", "EXIT_USAGE", "cli", "main"]
@@ -49,6 +50,8 @@ cli.add_command(db_group)
 cli.add_command(catalog_group)
 for _command in CLIENT_COMMANDS:
     cli.add_command(_command)
+# `runs reparse` works on the database, beside the client's `runs list|show|raw`.
+runs_group.add_command(runs_reparse_command)
 
 
 def main() -> None:

@@ -47,13 +47,16 @@ def db_group() -> None:
 
 @db_group.command("upgrade")
 @click.argument("revision", default="head")
-def db_upgrade(revision: str) -> None:
-    """Apply migrations up to REVISION (default: head)."""
+@click.option("--no-catalog", is_flag=True, help="Do not (re)load the shipped catalogs after migrating.")
+def db_upgrade(revision: str, no_catalog: bool) -> None:
+    """Apply migrations up to REVISION (default: head), then load the shipped catalogs."""
     from advisor.db import migrate
 
     settings = _settings_or_exit()
     migrate.upgrade(settings.db, revision)
     click.echo(f"database at {migrate.current_revision(settings.db)}")
+    if not no_catalog and revision == "head":
+        _echo_catalog_counts(_load_catalog(settings))
 
 
 @db_group.command("downgrade")
@@ -96,14 +99,16 @@ def catalog_group() -> None:
 @catalog_group.command("load")
 def catalog_load() -> None:
     """Load the shipped catalogs into the database (idempotent; user entries are kept)."""
+    _echo_catalog_counts(_load_catalog(_settings_or_exit()))
+
+
+def _load_catalog(settings: Settings) -> dict[str, int]:
     import asyncio
 
     from sqlalchemy.ext.asyncio import async_sessionmaker
 
     from advisor.db.config import create_engine
     from advisor.domain.catalog.services import CatalogService
-
-    settings = _settings_or_exit()
 
     async def load() -> dict[str, int]:
         engine = create_engine(settings.db, pool=False)
@@ -113,7 +118,10 @@ def catalog_load() -> None:
         finally:
             await engine.dispose()
 
-    counts = asyncio.run(load())
+    return asyncio.run(load())
+
+
+def _echo_catalog_counts(counts: dict[str, int]) -> None:
     click.echo(
         f"catalog loaded: {counts['hardware']} hardware, {counts['model']} models, "
         f"{counts['quantization']} quantizations, {counts['aliases']} aliases"

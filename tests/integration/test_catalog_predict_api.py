@@ -17,6 +17,7 @@ def test_catalog_lists_resolves_aliases_and_accepts_user_entries(client: Any) ->
     assert got.status_code == 200
     assert got.json()["id"] == "nvidia-h100-sxm"
     assert client.get("/api/v1/catalog/models/llama3.1:8b").json()["id"] == "llama-3.1-8b"
+    assert client.get("/api/v1/catalog/models/meta-llama/Llama-3.1-8B-Instruct").json()["id"] == "llama-3.1-8b"
     assert client.get("/api/v1/catalog/quantizations/Q4_K_M").json()["id"] == "gguf-q4_k_m"
 
     added = client.post(

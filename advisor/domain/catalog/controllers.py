@@ -28,10 +28,11 @@ class CatalogController(Controller):
         service = CatalogService(db_session)
         return service.listing(await service.current(), _kind(kind))
 
-    @get("/{kind:str}/{entry_id:str}", summary="One catalog entry by id or alias")
+    @get("/{kind:str}/{entry_id:path}", summary="One catalog entry by id or alias (Hugging Face ids contain '/')")
     async def get_entry(
         self, db_session: NamedDependency[AsyncSession], kind: KindParam, entry_id: FromPath[str]
     ) -> dict[str, Any]:
+        entry_id = entry_id.lstrip("/")  # Litestar's path parameters keep the leading slash
         service = CatalogService(db_session)
         catalog = await service.current()
         kind = _kind(kind)
