@@ -7,7 +7,6 @@ not each re-decode a 10 MB body.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property

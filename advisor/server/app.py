@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
 import logging
 
 import structlog
+from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
 from litestar import Litestar, Router
 from litestar.config.response_cache import ResponseCacheConfig
 from litestar.logging.config import StructLoggingConfig
