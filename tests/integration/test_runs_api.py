@@ -307,3 +307,24 @@ def test_recommendation_status_can_be_changed(client: Any) -> None:
     assert stored[0]["status"] == "applied"
     assert stored[0]["status_note"] == "added a replica"
     _bad("status", 422, client.patch(f"/api/v1/recommendations/{rec_id}", json={"status": "done"}))
+
+
+def test_slo_in_a_submission_updates_the_deployment_and_fails_the_verdict(client: Any) -> None:
+    doc = _mutated("slo", {"ttft_p99_ms": 150, "decode_tok_s_min": 20})
+    body = _post(client, doc).json()
+    assert body["verdict"] == "fail"  # ttft p99 190 ms breaches the 150 ms objective
+    assert client.get("/api/v1/deployments/chat-prod").json()["slo"] == {"ttft_p99_ms": 150.0, "decode_tok_s_min": 20.0}
+
+    # the stored SLO now judges later runs of the deployment, even without an slo in the body
+    later = _mutated("measured_at", "2026-11-29T09:00:00Z")
+    assert _post(client, later).json()["verdict"] == "fail"
+    relaxed = _mutated("measured_at", "2026-11-29T10:00:00Z")
+    response = client.post("/api/v1/runs?slo=ttft_p99_ms=500", content=json.dumps(relaxed).encode())
+    assert response.json()["verdict"] != "fail"
+    assert client.get("/api/v1/deployments/chat-prod").json()["slo"]["ttft_p99_ms"] == 500.0
+
+
+def test_advise_takes_an_slo_without_storing_it(client: Any) -> None:
+    response = client.post("/api/v1/advise", content=json.dumps(_mutated("slo", {"ttft_p99_ms": 150})).encode())
+    assert response.json()["verdict"] == "fail"
+    assert client.get("/api/v1/deployments/chat-prod").status_code == 404
