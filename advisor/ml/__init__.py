@@ -1,8 +1,13 @@
 """Expectations: what a setup should measure (DESIGN §6).
 
 ``prior_expectations`` is the physics-only prior (roofline × calibrated efficiency); the fitted
-model, when trained, returns the same :class:`Expectations` shape. Nothing here loads a model at
-import time.
+model (:class:`advisor.ml.model.PerformanceModel`) returns the same :class:`Expectations` shape.
+
+Modules: ``dataset`` (observations from published and fleet runs), ``features``, ``pipeline``
+(the scikit-learn estimators), ``train`` (grouped CV, baselines, conformal intervals), ``model``
+(prediction), ``forest`` (the fast per-row evaluator), ``store`` (skops artifacts). They import
+scikit-learn, so this package re-exports only the light prior; import them by name. Nothing here
+loads a model at import time.
 """
 
 from __future__ import annotations

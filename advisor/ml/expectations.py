@@ -28,9 +28,7 @@ class Band:
 
     def __post_init__(self) -> None:
         if not self.low <= self.expected <= self.high:
-            raise ValueError(
-                f"band must satisfy low <= expected <= high, got {self.low}, {self.expected}, {self.high}"
-            )
+            raise ValueError(f"band must satisfy low <= expected <= high, got {self.low}, {self.expected}, {self.high}")
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
@@ -41,7 +39,12 @@ class Band:
 
 @dataclass(frozen=True, slots=True)
 class Expectations:
-    """Expected per-sequence decode and prefill rates, TTFT and ITL for one setup and workload."""
+    """Expected per-sequence decode and prefill rates, TTFT and ITL for one setup and workload.
+
+    ``ttft_ms`` is the typical (p50) TTFT and ``itl_ms`` the typical ITL (1000 / decode). A fitted
+    model trained on runs that report tails adds ``ttft_p99_ms`` and ``itl_p99_ms``; they are None
+    otherwise and :meth:`to_dict` leaves them out then.
+    """
 
     decode_tok_s: Band | None
     prefill_tok_s: Band | None
@@ -49,9 +52,11 @@ class Expectations:
     itl_ms: Band | None
     model_version: str
     source: str
+    ttft_p99_ms: Band | None = None
+    itl_p99_ms: Band | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "decode_tok_s": self.decode_tok_s.to_dict() if self.decode_tok_s else None,
             "prefill_tok_s": self.prefill_tok_s.to_dict() if self.prefill_tok_s else None,
             "ttft_ms": self.ttft_ms.to_dict() if self.ttft_ms else None,
@@ -59,3 +64,8 @@ class Expectations:
             "model_version": self.model_version,
             "source": self.source,
         }
+        for name in ("ttft_p99_ms", "itl_p99_ms"):
+            band: Band | None = getattr(self, name)
+            if band is not None:
+                out[name] = band.to_dict()
+        return out

@@ -2,14 +2,15 @@
 
 This is what advisor expects before it has fitted anything (model_version ``physics-prior-1``):
 ``expected = ceiling × median efficiency``, with ``low``/``high`` from the 10th/90th percentile of
-efficiency. It imports only :mod:`advisor.physics` and holds its calibration as constants.
+efficiency. It imports only :mod:`advisor.physics` and :mod:`advisor.ml.dataset` (which turns the
+published rows into observations) and holds its calibration as constants.
 
 How the constants were derived
 ------------------------------
-From ``data/public_runs.csv`` (811 published measurements, sources in
-``data/public_runs_sources.md``; /work/shared/data at the time of writing) with
-``python -W ignore -m advisor.ml.prior PATH/public_runs.csv``, which runs :func:`calibrate` and prints the
-table below. For every usable row it builds the setup from the row's own columns (bandwidth,
+From ``data/public_runs.csv`` (810 published measurements, sources in
+``data/public_runs_sources.md``; shipped as package data in ``advisor/ml/data``) with
+``python -W ignore -m advisor.ml.prior [PATH/public_runs.csv]``, which runs :func:`calibrate` and
+prints the table below. For every usable row it builds the setup from the row's own columns (bandwidth,
 peak FP16 TFLOPS, params, active params, bits per weight), takes the layer/head shapes from the
 catalog (so KV reads are counted), computes the ceiling with :func:`advisor.physics.analyse` and
 records ``measured / ceiling``:
@@ -47,14 +48,14 @@ after the prefill at the server-prefill efficiency). ITL = 1000 / decode.
 
 from __future__ import annotations
 
-import re
 import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from advisor.ml.dataset import catalog_model_shape, load_public_rows, public_observations
 from advisor.ml.expectations import Band, Expectations
-from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
+from advisor.physics import ModelSpec, Roofline
 
 __all__ = [
     "DECODE_EFFICIENCY",
@@ -152,9 +153,7 @@ def efficiency_prior(
 
 
 def _band(ceiling: float, prior: EfficiencyPrior) -> Band:
-    return Band(
-        expected=ceiling * prior.median, low=ceiling * prior.p10, high=ceiling * prior.p90, ceiling=ceiling
-    )
+    return Band(expected=ceiling * prior.median, low=ceiling * prior.p10, high=ceiling * prior.p90, ceiling=ceiling)
 
 
 def _prefill_kind(roofline: Roofline, hardware_kind: str) -> str:
@@ -163,8 +162,11 @@ def _prefill_kind(roofline: Roofline, hardware_kind: str) -> str:
     return hardware_kind
 
 
-def prior_expectations(roofline: Roofline, *, runtime: str | None, hardware_kind: str) -> Expectations:
+def prior_expectations(roofline: Roofline, *, runtime: str | None, hardware_kind: str, **_: object) -> Expectations:
     """Physics × calibrated efficiency for ``runtime`` on ``hardware_kind``.
+
+    Further keyword arguments (``hardware=``, ``model=``, ``quant=``, which the fitted model
+    uses) are accepted and ignored, so both are called the same way.
 
     * decode_tok_s: per sequence at the roofline's concurrency (``decode_ceiling_batch_tok_s``).
     * prefill_tok_s: for the roofline's prompt (or the long-prompt asymptote without one).
@@ -217,32 +219,6 @@ def prior_expectations(roofline: Roofline, *, runtime: str | None, hardware_kind
 MIN_CELL_SIZE = 10
 
 
-def _family_of(runtime: str) -> str | None:
-    text = runtime.lower()
-    if text.startswith("ik_llama") or "tensorrt-llm" in text:
-        return None
-    if "llama.cpp" in text:
-        return "llamacpp"
-    if "mlx" in text:
-        return "mlx"
-    if any(name in text for name in ("sglang", "vllm", "nim")):
-        return "server"
-    return None
-
-
-def _kind_of(hardware: str) -> str:
-    # "AMD Ryzen 9 7950X (CPU)", "Apple M2 Max (CPU only, ...)"; not "(16-core CPU / 40-core GPU)".
-    if re.search(r"\(CPU\b", hardware):
-        return "cpu"
-    if hardware.lower().startswith("apple"):
-        return "apple_soc"
-    return "gpu"
-
-
-def _num(value: str | None) -> float | None:
-    return float(value) if value not in (None, "") else None
-
-
 def _quantiles(values: list[float]) -> EfficiencyPrior:
     ordered = sorted(values)
     if len(ordered) == 1:
@@ -257,93 +233,14 @@ def calibrate(
     """Efficiency cells from ``public_runs.csv`` rows (see the module docstring).
 
     ``model_shape`` maps the CSV's model name to a spec with layer/head shapes (None: counts
-    only). Returns ``{"decode": {...}, "prefill": {...}}`` keyed like the constants.
+    only). Returns ``{"decode": {...}, "prefill": {...}}`` keyed like the constants. The rows
+    become observations through :func:`advisor.ml.dataset.public_observations`, which the fitted
+    model's training data shares.
     """
     observed: dict[str, dict[tuple[str, str], list[float]]] = {"decode": {}, "prefill": {}}
-    for row in rows:
-        family = _family_of(row["runtime"])
-        if family is None or (family == "llamacpp" and re.match(r"\d+x ", row["hardware"])):
-            continue
-        kind = _kind_of(row["hardware"])
-        fp16 = _num(row["peak_fp16_tflops"])
-        eight_bit = fp16 * 2 if fp16 and row["quant"] in ("FP8", "FP4") else None
-        hw = HardwareSpec(
-            "row", row["hardware"], kind, "row", float(row["mem_bandwidth_gb_s"]), None, fp16, fp16, eight_bit
-        )
-        tp_match = re.search(r"TP(\d+)", row["hardware"])
-        tp = int(tp_match.group(1)) if tp_match else 1
-        params, active = float(row["params_b"]), float(row["active_params_b"])
-        shape = model_shape(row["model"])
-        model = (
-            replace(shape, params_b=params, active_params_b=active)
-            if shape
-            else ModelSpec(row["model"], params, active)
-        )
-        q = row["quant"]
-        family_q = (
-            "float"
-            if q in ("F16", "BF16", "FP8")
-            else "nv"
-            if q == "FP4"
-            else "mx"
-            if q == "MXFP4"
-            else "gguf"
-        )
-        if q.startswith("MLX"):
-            family_q = "custom"
-        quant = QuantSpec(q, q, float(row["bits_per_weight"]), family_q)
-        notes = row["notes"]
-        depth_match = re.search(r"kv_depth=(\d+)", notes)
-        depth = int(depth_match.group(1)) if depth_match else 0
-        batch = int(float(row["batch_size"])) if row["batch_size"] else 1
-        prompt = int(float(row["prompt_tokens"])) if row["prompt_tokens"] else None
-        output = int(float(row["output_tokens"])) if row["output_tokens"] else None
-        source = row["source_id"]
-        decode = _num(row["decode_tok_s"])
-        prefill = _num(row["prefill_tok_s"])
-
-        measured_decode: float | None = None
-        decode_args: dict[str, int | None] = {}
-        if source == "LCPP_BENCH_DGXSPARK" and "batched-bench" in notes and decode:
-            measured_decode = decode / batch
-            decode_args = {"prompt_tokens": prompt, "output_tokens": output, "concurrency": batch}
-        elif source == "NIM_L33_70B" and batch <= 50 and row["itl_ms"]:
-            measured_decode = 1000.0 / float(row["itl_ms"])
-            decode_args = {
-                "prompt_tokens": prompt,
-                "output_tokens": output,
-                "concurrency": batch,
-                "tensor_parallel": tp,
-            }
-        elif source == "SGLANG_V030":
-            tpot = re.search(r"TPOT=([\d.]+)", notes)
-            if tpot:
-                measured_decode = 1000.0 / float(tpot.group(1))
-                decode_args = {"tensor_parallel": tp}
-        elif decode and batch == 1 and source not in ("NIM_L33_70B", "TRTLLM_PERF"):
-            measured_decode = decode
-            decode_args = {"output_tokens": output, "kv_depth_tokens": depth}
-        if measured_decode:
-            roof = analyse(hw, model, quant, **decode_args)  # type: ignore[arg-type]
-            observed["decode"].setdefault((family, kind), []).append(
-                measured_decode / roof.decode_ceiling_batch_tok_s
-            )
-
-        measured_prefill: float | None = None
-        prefill_args: dict[str, int | None] = {}
-        if prefill and prompt and "anomalous" not in notes:
-            measured_prefill = prefill
-            prefill_args = {"prompt_tokens": prompt, "kv_depth_tokens": depth}
-        elif source == "NIM_L33_70B" and batch == 1 and prompt and row["ttft_ms"]:
-            measured_prefill = prompt / (float(row["ttft_ms"]) / 1000.0)
-            prefill_args = {"prompt_tokens": prompt, "tensor_parallel": tp}
-        if measured_prefill:
-            roof = analyse(hw, model, quant, **prefill_args)  # type: ignore[arg-type]
-            assert roof.prefill_ceiling_tok_s is not None
-            cell_kind = _prefill_kind(roof, kind)
-            observed["prefill"].setdefault((family, cell_kind), []).append(
-                measured_prefill / roof.prefill_ceiling_tok_s
-            )
+    for item in public_observations(rows, model_shape):
+        kind = _prefill_kind(item.roofline, item.kind) if item.phase == "prefill" else item.kind
+        observed[item.phase].setdefault((item.family, kind), []).append(item.efficiency)
 
     tables: dict[str, dict[tuple[str, str], EfficiencyPrior]] = {}
     for phase, cells in observed.items():
@@ -374,40 +271,19 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - offline calibration ent
     import csv
     from pathlib import Path
 
-    # The catalog supplies layer/head shapes; imported here so the module itself depends on
-    # physics only.
+    # The catalog supplies layer/head shapes; imported here so that importing the prior does
+    # not build the catalog.
     from advisor.catalog import Catalog
-    from advisor.errors import UnknownName
 
-    if len(argv) != 1:
-        print("usage: python -m advisor.ml.prior PATH/public_runs.csv", file=sys.stderr)
+    if len(argv) > 1:
+        print("usage: python -m advisor.ml.prior [PATH/public_runs.csv]", file=sys.stderr)
         return 2
-    catalog = Catalog.default()
-    # Public-runs model names the catalog does not carry: same-architecture stand-ins, or shapes
-    # from the model's config.json (Llama 2 7B: MHA 32 x 32 x 128; Mistral-Nemo 12B: 40 layers,
-    # 8 KV heads of 128).
-    stand_ins = {
-        "Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",
-        "Qwen2.5-Coder-7B": "qwen2.5-7b",
-        "gemma-3-4b-it (QAT)": "gemma-3-4b",
-        "Wayfarer Large 70B (Llama 3.3 based)": "llama-3.3-70b",
-        "Mistral Small 3 24B": "mistral-small-24b",
-    }
-    shapes = {
-        "Llama 2 7B": ModelSpec("llama-2-7b", 6.74, 6.74, 32, 4096, 32, 32, 128, attention="mha"),
-        "Wayfarer 12B (Mistral-Nemo based)": ModelSpec("mistral-nemo-12b", 12.2, 12.2, 40, 5120, 32, 8, 128),
-    }
-
-    def model_shape(name: str) -> ModelSpec | None:
-        if name in shapes:
-            return shapes[name]
-        try:
-            return catalog.resolve_model(stand_ins.get(name, name))[0]
-        except UnknownName:
-            return None
-
-    with Path(argv[0]).open(encoding="utf-8", newline="") as handle:
-        tables = calibrate(csv.DictReader(handle), model_shape)
+    model_shape = catalog_model_shape(Catalog.default())
+    if argv:
+        with Path(argv[0]).open(encoding="utf-8", newline="") as handle:
+            tables = calibrate(csv.DictReader(handle), model_shape)
+    else:
+        tables = calibrate(load_public_rows(), model_shape)
     for phase, table in tables.items():
         print(f"{phase.upper()}_EFFICIENCY = {{\n{_format_table(table)}\n}}")
     return 0

@@ -399,8 +399,8 @@ def build_context(
 ) -> RunContext:
     """Resolve, compute the physics and the expectations, and freeze it all for the rules.
 
-    ``slo`` wins over ``run.slo``. ``expectations_fn(roofline, runtime=..., hardware_kind=...)``
-    defaults to :func:`advisor.ml.prior.prior_expectations`.
+    ``slo`` wins over ``run.slo``. ``expectations_fn(roofline, runtime=..., hardware_kind=...,
+    hardware=..., model=..., quant=...)`` defaults to :func:`advisor.ml.prior.prior_expectations`.
     """
     if catalog is None:
         from advisor.catalog import Catalog
@@ -508,7 +508,7 @@ def build_context(
 
     expectations: Expectations | None = None
     if roofline is not None and hardware is not None:
-        expectations = _expect(expectations_fn, roofline, setup.runtime, hardware)
+        expectations = _expect(expectations_fn, roofline, setup.runtime, hardware, model, quant)
 
     baseline = build_baseline(baseline_runs, current=run)
     return RunContext(
@@ -557,12 +557,26 @@ def _memory_fraction(engine: EngineConfig) -> float:
 
 
 def _expect(
-    fn: ExpectationsFn | None, roofline: Roofline, runtime: str | None, hardware: HardwareSpec
+    fn: ExpectationsFn | None,
+    roofline: Roofline,
+    runtime: str | None,
+    hardware: HardwareSpec,
+    model: ModelSpec | None = None,
+    quant: QuantSpec | None = None,
 ) -> Expectations | None:
     if fn is None:
         return None
     try:
-        return fn(roofline, runtime=runtime or "other", hardware_kind=hardware.kind)
+        # The specs feed the fitted model's features (vendor, bits, quantization family,
+        # attention, MoE); the prior ignores them.
+        return fn(
+            roofline,
+            runtime=runtime or "other",
+            hardware_kind=hardware.kind,
+            hardware=hardware,
+            model=model,
+            quant=quant,
+        )
     except (ValueError, KeyError, LookupError, TypeError, ArithmeticError):
         # Expectations refine findings; a model that cannot answer for an odd setup must not
         # take the physics-based findings down with it.

@@ -61,7 +61,9 @@ def _roofline(hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup
 def predict(catalog: Any, setup: Setup, workload: Workload, expectations_fn: Any) -> PredictOut:
     hw, model, quant, notes = _resolve(catalog, setup)
     roofline = _roofline(hw, model, quant, setup, workload)
-    exp = expectations_fn(roofline, runtime=setup.runtime, hardware_kind=hw.kind)
+    exp = expectations_fn(
+        roofline, runtime=setup.runtime, hardware_kind=hw.kind, hardware=hw, model=model, quant=quant
+    )
     if workload.prompt_tokens_mean is None:
         notes.append("no prompt length given: assumed 512 tokens")
     if roofline.prefill_tflops_estimated:
@@ -116,7 +118,9 @@ def rank_hardware(
     rows = []
     for hw in catalog.list_hardware():
         roofline = _roofline(hw, model_spec, quant, Setup(runtime=runtime), workload)
-        exp = expectations_fn(roofline, runtime=runtime, hardware_kind=hw.kind)
+        exp = expectations_fn(
+            roofline, runtime=runtime, hardware_kind=hw.kind, hardware=hw, model=model_spec, quant=quant
+        )
         rows.append((hw, roofline, exp))
 
     def key(item: tuple[HardwareSpec, Roofline, Any]) -> tuple[int, float, float, str]:

@@ -1,0 +1,155 @@
+"""The fitted model's features: what a setup and workload look like to the regression.
+
+Every feature comes from the physics bundle (:class:`advisor.physics.Roofline`) plus the runtime
+and, when the caller has them, the hardware, model and quantization specs. Without those specs the
+features that need them (vendor, bits per weight, quantization family, parameters, attention) are
+missing, which the estimators handle (missing categories and NaNs), so a caller that knows only
+the roofline still gets an answer.
+
+The columns hold *physical* quantities (logs of sizes and rates, shares, flags); encoding,
+imputation and scaling live in the scikit-learn Pipeline (:mod:`advisor.ml.pipeline`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline
+
+__all__ = [
+    "CATEGORICAL",
+    "FEATURES",
+    "NUMERIC",
+    "FeatureInput",
+    "feature_frame",
+    "feature_row",
+    "runtime_family",
+]
+
+#: Categorical columns (strings; None = missing).
+CATEGORICAL: tuple[str, ...] = (
+    "runtime",
+    "runtime_family",
+    "hardware_kind",
+    "vendor",
+    "quant_family",
+    "attention",
+)
+#: Numeric columns (floats; NaN = missing).
+NUMERIC: tuple[str, ...] = (
+    "bits_per_weight",
+    "log_active_params_b",
+    "moe",
+    "log_prompt_tokens",
+    "log_kv_depth_tokens",
+    "log_context_tokens",
+    "log_concurrency",
+    "tensor_parallel",
+    "log_bandwidth_gb_s",
+    "log_tflops",
+    "tflops_estimated",
+    "log_weight_gb",
+    "kv_read_share",
+    "log_decode_ceiling",
+    "decode_compute_bound",
+)
+FEATURES: tuple[str, ...] = CATEGORICAL + NUMERIC
+
+#: Runtime → engine family. The family lets what is learnt about one continuous-batching server
+#: carry to another with few runs of its own (TGI has no public rows at all).
+_FAMILY: dict[str, str] = {
+    "vllm": "server",
+    "sglang": "server",
+    "tgi": "server",
+    "trtllm": "server",
+    "llamacpp": "llamacpp",
+    "ollama": "llamacpp",
+    "mlx": "mlx",
+}
+
+
+def runtime_family(runtime: str | None) -> str | None:
+    """``server``, ``llamacpp`` or ``mlx`` for a canonical runtime; None for others/unknown."""
+    if runtime is None:
+        return None
+    return _FAMILY.get(runtime.strip().lower())
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureInput:
+    """What one prediction is about: the roofline plus whatever the caller knows."""
+
+    roofline: Roofline
+    runtime: str | None
+    hardware_kind: str | None
+    hardware: HardwareSpec | None = None
+    model: ModelSpec | None = None
+    quant: QuantSpec | None = None
+
+
+def _log(value: float | None) -> float:
+    return math.log(value) if value is not None and value > 0 else math.nan
+
+
+def _log1p(value: float | None) -> float:
+    return math.log1p(value) if value is not None and value >= 0 else math.nan
+
+
+def feature_row(item: FeatureInput) -> tuple[object, ...]:
+    """One row of :data:`FEATURES` (categoricals as str/None, numerics as float/NaN).
+
+    * ``log_context_tokens``: log(1 + mean context over the decode) = depth + prompt + output/2.
+    * ``log_bandwidth_gb_s``/``log_tflops``: per device (the roofline scales them by TP);
+      ``tflops_estimated`` says the compute figure is the physics' stand-in (no datasheet value).
+    * ``log_weight_gb``: weights read per decoded token (active parameters × bits).
+    * ``kv_read_share``: the share of bytes a batch-1 decode step reads that is KV cache.
+    * ``log_decode_ceiling``: the per-stream ceiling itself; a fixed per-token cost weighs more as
+      the ceiling rises (small models on fast GPUs reach a smaller share of it).
+    """
+    roof = item.roofline
+    tp = max(roof.tensor_parallel, 1)
+    runtime = item.runtime.strip().lower() if item.runtime else None
+    kv_share = math.nan
+    if roof.kv_bytes_per_token is not None and roof.decode_bound == "bandwidth":
+        weights_time = roof.active_weight_bytes / (roof.mem_bandwidth_gb_s * 1e9)
+        kv_share = min(max(1.0 - weights_time * roof.decode_ceiling_tok_s, 0.0), 1.0)
+    model, quant, hw = item.model, item.quant, item.hardware
+    return (
+        runtime,
+        runtime_family(runtime),
+        item.hardware_kind or (hw.kind if hw is not None else None),
+        hw.vendor.strip().lower() if hw is not None and hw.vendor else None,
+        quant.family if quant is not None else None,
+        model.attention if model is not None else None,
+        quant.bits_per_weight if quant is not None else math.nan,
+        _log(model.active_params_b) if model is not None else math.nan,
+        float(model.is_moe) if model is not None else math.nan,
+        _log1p(roof.prompt_tokens) if roof.prompt_tokens is not None else math.nan,
+        _log1p(roof.kv_depth_tokens),
+        _log1p(roof.decode_context_tokens),
+        _log(roof.concurrency),
+        float(tp),
+        _log(roof.mem_bandwidth_gb_s / tp),
+        _log(roof.prefill_tflops / tp) if roof.prefill_tflops is not None else math.nan,
+        float(roof.prefill_tflops_estimated),
+        _log(roof.active_weight_bytes / 1e9),
+        kv_share,
+        _log(roof.decode_ceiling_batch_tok_s),
+        float(roof.decode_bound == "compute"),
+    )
+
+
+def feature_frame(items: Iterable[FeatureInput] | Sequence[tuple[object, ...]]) -> pd.DataFrame:
+    """A DataFrame of :data:`FEATURES` from inputs (or from rows already built)."""
+    rows = [feature_row(i) if isinstance(i, FeatureInput) else i for i in items]
+    frame = pd.DataFrame.from_records(rows, columns=list(FEATURES))
+    for name in CATEGORICAL:
+        frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
+    for name in NUMERIC:
+        frame[name] = frame[name].astype(np.float64)
+    return frame

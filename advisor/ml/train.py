@@ -1,0 +1,465 @@
+"""Fitting: training sets, grouped cross-validation against two baselines, conformal intervals.
+
+For every target with at least :data:`MIN_ROWS` observations:
+
+1. **Training set.** Features (:mod:`advisor.ml.features`) and ``y = log(measured / reference)``.
+   Published rows weigh 1; a fleet cell weighs ``sqrt(runs)`` (repeats of one setup are not
+   independent evidence), and the fleet as a whole gets the share ``F / (F + 200)`` of the total
+   weight, F being its number of runs: 200 fleet runs count as much as the published set, and the
+   fleet dominates as it grows.
+2. **Cross-validation**, twice: grouped by hardware (``GroupKFold``, 5 folds: does it carry to a
+   device it never saw?) and by source (leave one publication or deployment out). Each fold fits
+   the gradient-boosting model and the ridge baseline on the other folds, and scores them next to
+   the pure roofline (``measured = reference``) and the roofline × one constant efficiency (the
+   weighted median of the training folds). The score is the median absolute percentage error
+   (MdAPE) of the predicted value, per target and per hardware kind.
+3. **Intervals** are split-conformal on the out-of-fold residuals of the hardware-grouped CV:
+   percentiles of the residuals, per hardware kind when a kind has :data:`MIN_STRATUM` residuals
+   from :data:`MIN_STRATUM_GROUPS` devices, else pooled. Errors on an unseen device cluster by
+   device, so the 10th-90th percentile covers fewer than 80 % of a new device's runs; the central
+   level is widened (0.80-0.99) until fold-by-fold coverage reaches 80 %. Coverage is reported one
+   level out: each fold's band comes from a level chosen, and offsets computed, on the other
+   folds only (``coverage``), next to the plain 10th-90th construction (``coverage_untuned``).
+4. **Final fit** on every row.
+
+Large fleets are cross-validated on a random :data:`CV_MAX_ROWS` sample per target (the final
+fit uses every row), which keeps a fit on 100,000 runs within its time budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+from threadpoolctl import threadpool_limits
+
+from advisor.ml.dataset import TARGETS, Observation
+from advisor.ml.features import FeatureInput, feature_frame, feature_row
+from advisor.ml.model import Head, PerformanceModel
+from advisor.ml.pipeline import gradient_boosting, linear
+
+__all__ = [
+    "CV_MAX_ROWS",
+    "FLEET_HALF_WEIGHT_RUNS",
+    "MIN_ROWS",
+    "MIN_STRATUM",
+    "MIN_STRATUM_GROUPS",
+    "NOMINAL_COVERAGE",
+    "FitResult",
+    "Progress",
+    "TrainingSet",
+    "build_training_sets",
+    "data_hash",
+    "fit",
+    "weighted_median",
+]
+
+#: Fleet runs that weigh as much as the whole published set.
+FLEET_HALF_WEIGHT_RUNS = 200
+#: A target needs this many observations for a head of its own.
+MIN_ROWS = 30
+#: Interval offsets are per hardware kind once a kind has this many residuals from this many
+#: devices.
+MIN_STRATUM = 30
+MIN_STRATUM_GROUPS = 3
+#: The band is the 10th-90th percentile: 80 % of runs should fall inside.
+NOMINAL_COVERAGE = 0.8
+#: Cross-validation samples at most this many observations per target.
+CV_MAX_ROWS = 20_000
+#: At most this many folds when grouping by hardware.
+HARDWARE_FOLDS = 5
+#: Below this many rows per target a fit runs on one thread.
+SMALL_FIT_ROWS = 5_000
+
+#: Central levels the interval may widen to (see :func:`_choose_level`).
+LEVEL_GRID = np.round(np.arange(NOMINAL_COVERAGE, 0.995, 0.01), 2)
+_METHODS = ("model", "linear", "roofline", "constant")
+
+#: ``progress(description, done, total)`` after every fitted estimator.
+Progress = Callable[[str, int, int], None]
+
+FloatArray = npt.NDArray[np.float64]
+StrArray = npt.NDArray[np.str_]
+
+
+@dataclass
+class TrainingSet:
+    """One target's rows: features, ``y = log(measured / reference)``, weights and groups."""
+
+    target: str
+    rows: list[tuple[object, ...]]
+    y: FloatArray
+    weight: FloatArray
+    hardware_group: StrArray
+    source: StrArray
+    kind: StrArray
+    origin: StrArray
+    frame: pd.DataFrame = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.frame = feature_frame(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def subset(self, index: npt.NDArray[np.intp]) -> TrainingSet:
+        return TrainingSet(
+            self.target,
+            [self.rows[i] for i in index.tolist()],
+            self.y[index],
+            self.weight[index],
+            self.hardware_group[index],
+            self.source[index],
+            self.kind[index],
+            self.origin[index],
+        )
+
+
+def build_training_sets(
+    observations: Iterable[Observation], *, fleet_half_weight_runs: int = FLEET_HALF_WEIGHT_RUNS
+) -> dict[str, TrainingSet]:
+    """Group observations by target, dropping those without a usable log ratio."""
+    by_target: dict[str, list[tuple[Observation, float]]] = {}
+    for obs in observations:
+        value = obs.log_ratio
+        if value is not None:
+            by_target.setdefault(obs.target, []).append((obs, value))
+    sets: dict[str, TrainingSet] = {}
+    for target in TARGETS:
+        items = by_target.get(target)
+        if not items:
+            continue
+        rows = [
+            feature_row(FeatureInput(o.roofline, o.runtime, o.hardware.kind, o.hardware, o.model, o.quant))
+            for o, _ in items
+        ]
+        origin = np.array([o.origin for o, _ in items])
+        runs = np.array([max(o.runs, 1) for o, _ in items], dtype=np.float64)
+        sets[target] = TrainingSet(
+            target,
+            rows,
+            np.array([v for _, v in items], dtype=np.float64),
+            _weights(origin, runs, fleet_half_weight_runs),
+            np.array([o.hardware_group for o, _ in items]),
+            np.array([o.source for o, _ in items]),
+            np.array([o.hardware.kind for o, _ in items]),
+            origin,
+        )
+    return sets
+
+
+def _weights(origin: StrArray, runs: FloatArray, half: int) -> FloatArray:
+    fleet = origin == "fleet"
+    weight: FloatArray = np.where(fleet, np.sqrt(runs), 1.0)
+    if not fleet.any() or fleet.all():
+        return np.asarray(weight / weight.mean(), dtype=np.float64)
+    share = runs[fleet].sum() / (runs[fleet].sum() + half)
+    total = float(len(weight))
+    weight[fleet] *= share * total / weight[fleet].sum()
+    weight[~fleet] *= (1.0 - share) * total / weight[~fleet].sum()
+    return weight
+
+
+def data_hash(sets: Mapping[str, TrainingSet]) -> str:
+    """SHA-256 over every training set's features, targets, weights and groups (order matters:
+    the fit query orders its rows)."""
+    digest = hashlib.sha256()
+    for target in sorted(sets):
+        ts = sets[target]
+        digest.update(target.encode())
+        digest.update(pd.util.hash_pandas_object(ts.frame, index=False).to_numpy().tobytes())
+        for array in (ts.y, ts.weight):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        for labels in (ts.hardware_group, ts.source):
+            digest.update("\x1f".join(labels.tolist()).encode())
+    return digest.hexdigest()
+
+
+def weighted_median(values: FloatArray, weights: FloatArray) -> float:
+    """The value where the cumulative weight reaches half (lower median on ties)."""
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cumulative, cumulative[-1] / 2.0)])
+
+
+def _ape(predicted_log: FloatArray, y: FloatArray) -> FloatArray:
+    """|predicted − measured| ÷ measured, from log ratios against the same reference."""
+    return np.abs(np.exp(predicted_log - y) - 1.0)
+
+
+def _offsets(residuals: FloatArray, kinds: StrArray, groups: StrArray, level: float) -> dict[str, tuple[float, float]]:
+    """Conformal offsets (log space) at a central ``level``: pooled (``"*"``), and per hardware
+    kind with at least :data:`MIN_STRATUM` residuals from :data:`MIN_STRATUM_GROUPS` devices (a
+    kind seen on one or two devices says more about those devices than about the kind)."""
+    quantiles = [(1.0 - level) / 2.0, 1.0 - (1.0 - level) / 2.0]
+    low, high = np.quantile(residuals, quantiles)
+    out = {"*": (float(low), float(high))}
+    for kind in np.unique(kinds).tolist():
+        mask = kinds == kind
+        if mask.sum() >= MIN_STRATUM and len(np.unique(groups[mask])) >= MIN_STRATUM_GROUPS:
+            low, high = np.quantile(residuals[mask], quantiles)
+            out[str(kind)] = (float(low), float(high))
+    return out
+
+
+def _inside(
+    residuals: FloatArray, kinds: StrArray, offsets: Mapping[str, tuple[float, float]]
+) -> npt.NDArray[np.bool_]:
+    low = np.full(len(residuals), min(offsets["*"][0], 0.0))
+    high = np.full(len(residuals), max(offsets["*"][1], 0.0))
+    for kind, (lo, hi) in offsets.items():
+        if kind != "*":
+            mask = kinds == kind
+            low[mask], high[mask] = min(lo, 0.0), max(hi, 0.0)
+    return (low <= residuals) & (residuals <= high)
+
+
+def _fold_coverage(
+    residuals: FloatArray, kinds: StrArray, groups: StrArray, folds: npt.NDArray[np.intp], level: float
+) -> npt.NDArray[np.bool_]:
+    """Whether each residual falls in the band the *other* folds' residuals give at ``level``."""
+    covered = np.zeros(len(residuals), dtype=bool)
+    for fold in np.unique(folds).tolist():
+        test = folds == fold
+        offsets = _offsets(residuals[~test], kinds[~test], groups[~test], level)
+        covered[test] = _inside(residuals[test], kinds[test], offsets)
+    return covered
+
+
+def _choose_level(residuals: FloatArray, kinds: StrArray, groups: StrArray, folds: npt.NDArray[np.intp]) -> float:
+    """The smallest level of :data:`LEVEL_GRID` whose fold-by-fold coverage reaches
+    :data:`NOMINAL_COVERAGE`. Errors on unseen devices cluster by device, so the 10th-90th
+    percentile of pooled residuals covers fewer than 80 % of a new device's runs; the level is
+    widened until it does (binary search: coverage grows with the level)."""
+    if len(np.unique(folds)) < 2:
+        return NOMINAL_COVERAGE
+    lo, hi = 0, len(LEVEL_GRID) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _fold_coverage(residuals, kinds, groups, folds, float(LEVEL_GRID[mid])).mean() >= NOMINAL_COVERAGE:
+            hi = mid
+        else:
+            lo = mid + 1
+    return float(LEVEL_GRID[lo])
+
+
+def _honest_coverage(
+    residuals: FloatArray, kinds: StrArray, groups: StrArray, folds: npt.NDArray[np.intp]
+) -> npt.NDArray[np.bool_]:
+    """Coverage of the whole construction, one level out: each fold's band uses a level chosen
+    and offsets computed on the other folds only."""
+    covered = np.zeros(len(residuals), dtype=bool)
+    for fold in np.unique(folds).tolist():
+        test = folds == fold
+        level = _choose_level(residuals[~test], kinds[~test], groups[~test], folds[~test])
+        offsets = _offsets(residuals[~test], kinds[~test], groups[~test], level)
+        covered[test] = _inside(residuals[test], kinds[test], offsets)
+    return covered
+
+
+@dataclass
+class _SchemeRun:
+    folds: npt.NDArray[np.intp]
+    predictions: dict[str, FloatArray]
+
+
+def _splitter(scheme: str, groups: StrArray) -> GroupKFold | LeaveOneGroupOut | None:
+    n_groups = len(np.unique(groups))
+    if n_groups < 2:
+        return None
+    if scheme == "hardware" or n_groups > 10:
+        return GroupKFold(n_splits=min(HARDWARE_FOLDS, n_groups))
+    return LeaveOneGroupOut()
+
+
+def _groups(ts: TrainingSet, scheme: str) -> StrArray:
+    return ts.hardware_group if scheme == "hardware" else ts.source
+
+
+def _n_folds(ts: TrainingSet, scheme: str) -> int:
+    splitter = _splitter(scheme, _groups(ts, scheme))
+    if splitter is None:
+        return 0
+    return int(splitter.get_n_splits(groups=_groups(ts, scheme)))
+
+
+def _cross_validate(ts: TrainingSet, scheme: str, tick: Callable[[str], None]) -> _SchemeRun | None:
+    groups = _groups(ts, scheme)
+    splitter = _splitter(scheme, groups)
+    if splitter is None:
+        return None
+    n = len(ts)
+    folds = np.full(n, -1, dtype=np.intp)
+    predictions = {method: np.zeros(n) for method in _METHODS}
+    for fold, (train, test) in enumerate(splitter.split(ts.frame, ts.y, groups)):
+        x_train, y_train, w_train = ts.frame.iloc[train], ts.y[train], ts.weight[train]
+        x_test = ts.frame.iloc[test]
+        folds[test] = fold
+        gbm = gradient_boosting().fit(x_train, y_train, model__sample_weight=w_train)
+        predictions["model"][test] = gbm.predict(x_test)
+        ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
+        predictions["linear"][test] = ridge.predict(x_test)
+        predictions["roofline"][test] = 0.0
+        predictions["constant"][test] = weighted_median(y_train, w_train)
+        tick(f"{ts.target}: CV by {scheme}, fold {fold + 1}")
+    return _SchemeRun(folds, predictions)
+
+
+def _scheme_metrics(ts: TrainingSet, scheme: str, run: _SchemeRun) -> dict[str, Any]:
+    apes = {method: _ape(pred, ts.y) for method, pred in run.predictions.items()}
+    residuals = ts.y - run.predictions["model"]
+    groups = _groups(ts, scheme)
+    covered = _honest_coverage(residuals, ts.kind, ts.hardware_group, run.folds)
+    plain = _fold_coverage(residuals, ts.kind, ts.hardware_group, run.folds, NOMINAL_COVERAGE)
+
+    def summary(mask: npt.NDArray[np.bool_]) -> dict[str, Any]:
+        return {
+            "n": int(mask.sum()),
+            "groups": len(np.unique(groups[mask])),
+            "mdape": {m: _round(float(np.median(a[mask]))) for m, a in apes.items()},
+            "coverage": _round(float(covered[mask].mean())),
+            "coverage_untuned": _round(float(plain[mask].mean())),
+        }
+
+    everything = np.ones(len(ts), dtype=bool)
+    out = summary(everything)
+    mdape = out["mdape"]
+    out["folds"] = int(run.folds.max()) + 1
+    out["beats_baselines"] = bool(mdape["model"] < mdape["roofline"] and mdape["model"] < mdape["constant"])
+    out["by_kind"] = {str(kind): summary(ts.kind == kind) for kind in np.unique(ts.kind).tolist()}
+    if scheme == "source":
+        out["by_source"] = {str(src): summary(ts.source == src) for src in np.unique(ts.source).tolist()}
+    return out
+
+
+def _round(value: float) -> float:
+    return round(value, 4) if math.isfinite(value) else value
+
+
+@dataclass
+class FitResult:
+    """A trained (not yet versioned) model with what it was trained on and how it scored."""
+
+    model: PerformanceModel
+    cv_metrics: dict[str, Any]
+    data_hash: str
+    n_train: int
+    counts: dict[str, dict[str, int]]
+
+
+def _sample(ts: TrainingSet, max_rows: int, seed: int) -> TrainingSet:
+    if len(ts) <= max_rows:
+        return ts
+    rng = np.random.default_rng(seed)
+    return ts.subset(np.sort(rng.choice(len(ts), size=max_rows, replace=False)))
+
+
+def fit(
+    observations: Iterable[Observation] | Mapping[str, TrainingSet],
+    *,
+    cv: bool = True,
+    cv_max_rows: int = CV_MAX_ROWS,
+    progress: Progress | None = None,
+    seed: int = 0,
+    schemes: Sequence[str] = ("hardware", "source"),
+) -> FitResult:
+    """Train every head that has enough data, cross-validate it, calibrate its intervals.
+
+    Raises ``ValueError`` when decode or prefill has fewer than :data:`MIN_ROWS` observations
+    (the published set alone has over 400 of each).
+    """
+    sets = dict(observations) if isinstance(observations, Mapping) else build_training_sets(observations)
+    # Small fits are dominated by OpenMP start-up and, on a busy host, by threads waiting for
+    # each other: one thread is faster below a few thousand rows.
+    largest = max((len(ts) for ts in sets.values()), default=0)
+    with threadpool_limits(limits=1 if largest < SMALL_FIT_ROWS else None):
+        return _fit(sets, cv=cv, cv_max_rows=cv_max_rows, progress=progress, seed=seed, schemes=schemes)
+
+
+def _fit(
+    sets: dict[str, TrainingSet],
+    *,
+    cv: bool,
+    cv_max_rows: int,
+    progress: Progress | None,
+    seed: int,
+    schemes: Sequence[str],
+) -> FitResult:
+    usable = {t: ts for t, ts in sets.items() if len(ts) >= MIN_ROWS}
+    for required in ("decode_tok_s", "prefill_tok_s"):
+        if required not in usable:
+            raise ValueError(f"not enough {required} observations to fit ({len(sets.get(required, ()))})")
+    cv_sets = {t: _sample(ts, cv_max_rows, seed) for t, ts in usable.items()}
+    total = len(usable) + (sum(_n_folds(cv_sets[t], s) for t in usable for s in schemes) if cv else 0)
+    done = 0
+
+    def tick(description: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(description, done, total)
+
+    heads: dict[str, Head] = {}
+    metrics: dict[str, Any] = {"nominal_coverage": NOMINAL_COVERAGE, "targets": {}}
+    beats: dict[str, dict[str, bool]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for target, ts in usable.items():
+        target_metrics: dict[str, Any] = {
+            "n": len(ts),
+            "n_public": int((ts.origin == "public").sum()),
+            "n_fleet": int((ts.origin == "fleet").sum()),
+            "hardware_groups": len(np.unique(ts.hardware_group)),
+            "sources": len(np.unique(ts.source)),
+            "schemes": {},
+        }
+        counts[target] = {k: target_metrics[k] for k in ("n", "n_public", "n_fleet")}
+        sample = cv_sets[target]
+        if len(sample) < len(ts):
+            target_metrics["cv_sample"] = len(sample)
+        calibration: tuple[str, FloatArray, TrainingSet, npt.NDArray[np.intp]] | None = None
+        if cv:
+            for scheme in schemes:
+                run = _cross_validate(sample, scheme, tick)
+                if run is None:
+                    continue
+                scheme_metrics = _scheme_metrics(sample, scheme, run)
+                target_metrics["schemes"][scheme] = scheme_metrics
+                beats.setdefault(scheme, {})[target] = scheme_metrics["beats_baselines"]
+                if calibration is None or scheme == "hardware":
+                    calibration = (scheme, sample.y - run.predictions["model"], sample, run.folds)
+        pipeline = gradient_boosting(random_state=seed).fit(ts.frame, ts.y, model__sample_weight=ts.weight)
+        tick(f"{target}: final fit on {len(ts)} observations")
+        if calibration is None:
+            # No grouped CV possible (or asked for): in-sample residuals understate the error,
+            # so take the 5th-95th percentile instead of the 10th-90th and say so.
+            residuals = ts.y - pipeline.predict(ts.frame)
+            low, high = np.quantile(residuals, [0.05, 0.95])
+            interval: dict[str, tuple[float, float]] = {"*": (float(low), float(high))}
+            target_metrics["interval"] = {"calibration": "in-sample (5th-95th percentile)"}
+        else:
+            scheme, residuals, cal, folds = calibration
+            level = _choose_level(residuals, cal.kind, cal.hardware_group, folds)
+            interval = _offsets(residuals, cal.kind, cal.hardware_group, level)
+            target_metrics["interval"] = {
+                "calibration": f"out-of-fold residuals, grouped by {scheme}",
+                "level": level,
+            }
+        target_metrics["interval"]["offsets"] = {k: [_round(lo), _round(hi)] for k, (lo, hi) in interval.items()}
+        heads[target] = Head(target, pipeline, interval, len(ts))
+        metrics["targets"][target] = target_metrics
+    metrics["beats_baselines"] = beats
+    model = PerformanceModel(heads, version="unversioned", meta={})
+    return FitResult(
+        model=model,
+        cv_metrics=metrics,
+        data_hash=data_hash(usable),
+        n_train=sum(len(ts) for ts in usable.values()),
+        counts=counts,
+    )
