@@ -22,6 +22,7 @@ def api_controllers() -> list[ControllerRouterHandler]:
     """Handlers mounted under /api/v1."""
     from advisor.domain.catalog.controllers import CatalogController
     from advisor.domain.deployments.controllers import DeploymentController
+    from advisor.domain.models.controllers import ModelController
     from advisor.domain.predictions.controllers import PredictController
     from advisor.domain.runs.controllers import AdviseController, RecommendationController, RunController
     from advisor.domain.system.controllers import FormatsController
@@ -36,4 +37,5 @@ def api_controllers() -> list[ControllerRouterHandler]:
         PredictController,
         FormatsController,
         RulesController,
+        ModelController,
     ]

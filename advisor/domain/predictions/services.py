@@ -61,9 +61,7 @@ def _roofline(hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup
 def predict(catalog: Any, setup: Setup, workload: Workload, expectations_fn: Any) -> PredictOut:
     hw, model, quant, notes = _resolve(catalog, setup)
     roofline = _roofline(hw, model, quant, setup, workload)
-    exp = expectations_fn(
-        roofline, runtime=setup.runtime, hardware_kind=hw.kind, hardware=hw, model=model, quant=quant
-    )
+    exp = expectations_fn(roofline, runtime=setup.runtime, hardware_kind=hw.kind, hardware=hw, model=model, quant=quant)
     if workload.prompt_tokens_mean is None:
         notes.append("no prompt length given: assumed 512 tokens")
     if roofline.prefill_tflops_estimated:

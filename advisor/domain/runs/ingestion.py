@@ -161,10 +161,49 @@ class IngestionService:
         idempotency_key: str | None = None,
         submitted_by: str | None = None,
     ) -> list[RunResult]:
+        """Store and analyse the submission's runs; answer with the earlier rows for a resubmission.
+
+        Two phases keep the write transaction short: reads and the analysis (CPU) first, outside any
+        lock; then the inserts and the commit, which on SQLite hold the process's writer lock.
+        """
         prepared = await self.prepare(parsed)
+        if idempotency_key:
+            keyed = await self.runs.by_idempotency_keys(_keys(idempotency_key, len(prepared)))
+            if keyed:
+                if sorted(r.content_hash for r in keyed) != sorted(p.hash for p in prepared):
+                    raise Conflict(
+                        "this Idempotency-Key was used for a different submission",
+                        field="header.idempotency-key",
+                    )
+                return [await self._result_for(row, created=False) for row in keyed]
+        existing = await self.runs.by_hashes([p.hash for p in prepared])
+        if all(p.hash in existing for p in prepared):
+            if parsed.slo is not None:  # a resubmission may still carry a new SLO
+                async with writer_lock(self.session):
+                    for name in {p.resolved.run.deployment for p in prepared} - {None}:
+                        await self.deployments.ensure(str(name), slo=parsed.slo)
+                    await self.session.commit()
+            return [await self._result_for(existing[p.hash], created=False) for p in prepared]
+
+        now = datetime.now(UTC)
+        known: dict[str, Deployment | None] = {}
+        analyses: dict[int, Analysis] = {}
+        for item in prepared:
+            if item.hash in existing:
+                continue
+            run = item.resolved.run
+            run.measured_at = run.measured_at or now
+            name = run.deployment
+            if name and name not in known:
+                known[name] = await self.deployments.get_by_name(name)
+            analyses[item.index] = await self._analyse(item, known.get(name) if name else None, parsed.slo)
+        # The reads above ran outside a transaction (SQLite's driver begins one at the first write);
+        # end any that was opened so the write phase starts from a fresh snapshot.
+        await self.session.rollback()
+
         async with writer_lock(self.session):
             try:
-                results = await self._submit(parsed, prepared, idempotency_key, submitted_by)
+                results = await self._write(parsed, prepared, existing, analyses, idempotency_key, submitted_by)
             except Exception as exc:
                 await self.session.rollback()
                 if not is_integrity_error(exc):
@@ -192,44 +231,29 @@ class IngestionService:
             created=created,
         )
 
-    async def _submit(
+    async def _write(
         self,
         parsed: ParsedSubmission,
         prepared: list[PreparedRun],
+        existing: dict[str, Run],
+        analyses: dict[int, Analysis],
         idempotency_key: str | None,
         submitted_by: str | None,
     ) -> list[RunResult]:
-        if idempotency_key:
-            keyed = await self.runs.by_idempotency_keys(_keys(idempotency_key, len(prepared)))
-            if keyed:
-                if sorted(r.content_hash for r in keyed) != sorted(p.hash for p in prepared):
-                    raise Conflict(
-                        "this Idempotency-Key was used for a different submission",
-                        field="header.idempotency-key",
-                    )
-                return [await self._result_for(row, created=False) for row in keyed]
-        existing = await self.runs.by_hashes([p.hash for p in prepared])
-        deployments: dict[str, Deployment] = {}
-        if all(p.hash in existing for p in prepared):
-            for p in prepared:  # a resubmission may still carry a new SLO
-                name = p.resolved.run.deployment
-                if name and parsed.slo is not None:
-                    await self.deployments.ensure(name, slo=parsed.slo)
-            return [await self._result_for(existing[p.hash], created=False) for p in prepared]
-
         raw_id = await self.raws.store(
             parsed.raw,
             content_type=parsed.content_type,
             file_name=parsed.file_name,
             format_id=parsed.format_id,
         )
-        now = datetime.now(UTC)
+        deployments: dict[str, Deployment] = {}
         results: list[RunResult] = []
         for item in prepared:
             if item.hash in existing:
                 results.append(await self._result_for(existing[item.hash], created=False))
                 continue
             run = item.resolved.run
+            analysis = analyses[item.index]
             deployment = None
             if run.deployment:
                 deployment = deployments.get(run.deployment)
@@ -238,9 +262,6 @@ class IngestionService:
                         run.deployment, runtime=run.setup.runtime, slo=parsed.slo
                     )
                     deployments[run.deployment] = deployment
-            if run.measured_at is None:
-                run.measured_at = now
-            analysis = await self._analyse(item, deployment, parsed.slo)
             values = run_columns(
                 run,
                 hardware_id=item.resolved.hardware_id,

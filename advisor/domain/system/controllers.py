@@ -41,6 +41,17 @@ def _versions() -> dict[str, str]:
     return out
 
 
+async def _model_status(session: AsyncSession) -> dict[str, Any]:
+    """Which expectation model this worker serves (the fitted version, or the physics prior and why)."""
+    from advisor.domain.models import model_status
+
+    try:
+        return msgspec.to_builtins(await model_status(session))  # type: ignore[no-any-return]
+    except Exception as exc:  # e.g. a database behind its migrations: report, never fail /health
+        await session.rollback()
+        return {"source": "physics-prior", "active": None, "loaded": False, "error": type(exc).__name__}
+
+
 class SystemController(Controller):
     tags = ("system",)
 
@@ -61,7 +72,7 @@ class SystemController(Controller):
             status="ok" if ok else "degraded",
             database=db,
             versions=_versions(),
-            model={"active": None, "source": "physics-prior"},
+            model=await _model_status(db_session) if db.reachable else {"source": "physics-prior", "error": "no db"},
         )
         return Response(body, status_code=HTTP_200_OK if ok else HTTP_503_SERVICE_UNAVAILABLE)
 
