@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import msgspec
 import yaml
 
 from advisor.canonical import CanonicalRun
@@ -21,9 +22,12 @@ __all__ = ["Input", "Parser", "ParserBase"]
 
 
 def _lenient_json(text: str) -> Any:
-    # The stdlib decoder is used on purpose: it accepts the bare ``Infinity``/``NaN`` tokens that
-    # SGLang and some Python tools write (msgspec rejects them as invalid JSON).
-    return json.loads(text)
+    # msgspec first (several times faster); the stdlib decoder only when msgspec refuses, because it
+    # accepts the bare ``Infinity``/``NaN`` tokens that SGLang and some Python tools write.
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
 
 
 @dataclass(frozen=True)
