@@ -13,8 +13,9 @@ import click
 
 from advisor import __version__
 from advisor.cli.admin_commands import runs_reparse_command
+from advisor.cli.model_commands import extend_model_group
 from advisor.cli.server_commands import catalog_group, db_group, serve_command
-from advisor.client.commands import CLIENT_COMMANDS, runs_group
+from advisor.client.commands import CLIENT_COMMANDS, model_group, runs_group
 from advisor.settings import SettingsError
 
 __all__ = ["EXIT_GATE", "EXIT_OK", "EXIT_REJECTED", "EXIT_UNREACHABLE", "EXIT_USAGE", "cli", "main"]
@@ -52,6 +53,8 @@ for _command in CLIENT_COMMANDS:
     cli.add_command(_command)
 # `runs reparse` works on the database, beside the client's `runs list|show|raw`.
 runs_group.add_command(runs_reparse_command)
+# `model fit|list --db`, `model activate|rollback` work on the database beside the client's commands.
+extend_model_group(model_group)
 
 
 def main() -> None:

@@ -1,0 +1,236 @@
+"""Server-side ``advisor model`` commands: fit, list, activate and roll back fitted-model versions
+directly on the database (ADVISOR_DATABASE_URL), on the host that runs the server.
+
+The client side has ``advisor model fit|list`` over HTTP (advisor/client/commands.py); the
+database side of those two is ``--db`` on the same commands (:func:`extend_model_group`), and
+``activate``/``rollback`` work on the database. Exit codes: 0 done, 1 the fit failed, 2 usage or
+settings, 4 refused (unknown version, a fit already running, a version that cannot be served).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+
+from advisor.cli.server_commands import _settings_or_exit
+
+__all__ = [
+    "activate_command",
+    "extend_model_group",
+    "fit_command",
+    "list_command",
+    "rollback_command",
+]
+
+T = TypeVar("T")
+
+_EXIT_FAILED = 1
+_EXIT_REFUSED = 4
+
+
+def _run(work: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``work(session_maker)`` against the configured database; errors the API would answer
+    with a 4xx exit with code 4 and the message."""
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+
+    from advisor.db.config import create_engine
+    from advisor.errors import AdvisorError
+
+    settings = _settings_or_exit()
+
+    async def main() -> T:
+        engine = create_engine(settings.db, pool=False)
+        try:
+            return await work(async_sessionmaker(engine, expire_on_commit=False))
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(main())
+    except AdvisorError as exc:
+        click.echo(f"advisor: {exc.detail}", err=True)
+        sys.exit(_EXIT_REFUSED)
+
+
+def _pct(value: Any) -> str:
+    return f"{value * 100:.1f}%" if isinstance(value, int | float) else "–"
+
+
+def _summary_table(summary: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="cross-validated MdAPE (lower is better) and interval coverage (80% nominal)")
+    for column in ("target", "grouped by", "model", "linear", "roofline", "roofline × const", "coverage", "beats"):
+        table.add_column(column, justify="left" if column in ("target", "grouped by") else "right")
+    for target, schemes in summary.items():
+        for scheme, values in schemes.items():
+            mdape = values.get("mdape") or {}
+            table.add_row(
+                target,
+                scheme,
+                _pct(mdape.get("model")),
+                _pct(mdape.get("linear")),
+                _pct(mdape.get("roofline")),
+                _pct(mdape.get("constant")),
+                _pct(values.get("coverage")),
+                "yes" if values.get("beats_baselines") else "no",
+            )
+    return table
+
+
+@click.command("fit")
+@click.option("--activate", is_flag=True, help="Serve the new version at once.")
+@click.option("--notes", default=None, help="A note stored with the version.")
+@click.option("--no-public", is_flag=True, help="Train on the fleet's runs only (not the shipped published runs).")
+@click.option("--no-cv", is_flag=True, help="Skip cross-validation (intervals become in-sample; for quick tries).")
+@click.option("--json", "as_json", is_flag=True, help="Print the finished job as JSON.")
+def fit_command(activate: bool, notes: str | None, no_public: bool, no_cv: bool, as_json: bool) -> None:
+    """Fit a new version on the database's runs and the published runs, with a progress bar."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from advisor.domain.models.schemas import FitIn
+    from advisor.domain.models.services import JobService, run_fit_job, start_fit
+
+    params = FitIn(activate=activate, notes=notes, include_public=not no_public, cv=not no_cv)
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+
+    async def work(maker: Any) -> Any:
+        async with maker() as session:
+            job = await start_fit(session, params, trigger="cli")
+        with Progress(*columns, console=console, transient=as_json) as bar:
+            task = bar.add_task("reading runs", total=None)
+
+            def report(step: str, done: int, total: int) -> None:
+                # Called from the fit's worker thread; rich's Progress is thread-safe.
+                bar.update(task, description=step, completed=done, total=total or None)
+
+            finished = await run_fit_job(maker, job.id, progress=report)
+        return JobService.to_out(finished)
+
+    job = _run(work)
+    if as_json:
+        import msgspec
+
+        click.echo(json.dumps(msgspec.to_builtins(job), indent=2))
+    elif job.status == "succeeded" and job.result:
+        result = job.result
+        console = Console()
+        console.print(
+            f"fitted version [bold]{result['version']}[/bold] on {result['n_train']} observations "
+            f"({result['fleet_runs']} fleet runs in {result['fleet_cells']} cells) in {result['seconds']} s"
+            + (" — active" if result.get("activated") else "")
+        )
+        console.print(_summary_table(result.get("summary") or {}))
+    if job.status != "succeeded":
+        click.echo(f"advisor: the fit failed: {job.error}", err=True)
+        sys.exit(_EXIT_FAILED)
+
+
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the versions as JSON.")
+def list_command(as_json: bool) -> None:
+    """Fitted-model versions in the database, newest first."""
+    from advisor.domain.models.services import FittedModelService
+
+    async def work(maker: Any) -> Any:
+        async with maker() as session:
+            return await FittedModelService(session=session).versions()
+
+    versions = _run(work)
+    if as_json:
+        import msgspec
+
+        click.echo(json.dumps(msgspec.to_builtins(versions), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    for column in ("version", "active", "created", "n", "decode MdAPE", "prefill MdAPE", "loadable", "notes"):
+        table.add_column(column)
+    for v in versions:
+        hardware = {t: (s.get("hardware") or {}).get("mdape", {}).get("model") for t, s in v.summary.items()}
+        table.add_row(
+            v.version,
+            "*" if v.is_active else "",
+            f"{v.created_at:%Y-%m-%d %H:%M}",
+            str(v.n_train),
+            _pct(hardware.get("decode_tok_s")),
+            _pct(hardware.get("prefill_tok_s")),
+            "yes" if v.loadable else "no (library versions differ)",
+            v.notes or "",
+        )
+    Console().print(table if versions else "no fitted versions yet: `advisor model fit --db`")
+
+
+@click.command("activate")
+@click.argument("version")
+def activate_command(version: str) -> None:
+    """Serve VERSION from every worker (they pick it up within seconds; no restart)."""
+    from advisor.domain.models.services import FittedModelService
+
+    async def work(maker: Any) -> Any:
+        async with maker() as session:
+            return await FittedModelService(session=session).activate(version)
+
+    result = _run(work)
+    click.echo(f"active: {result.active} (was {result.previous or 'the physics prior'})")
+
+
+@click.command("rollback")
+def rollback_command() -> None:
+    """Restore the version that was active before the last activation."""
+    from advisor.domain.models.services import FittedModelService
+
+    async def work(maker: Any) -> Any:
+        async with maker() as session:
+            return await FittedModelService(session=session).rollback()
+
+    result = _run(work)
+    click.echo(f"active: {result.active or 'the physics prior'} (was {result.previous or 'the physics prior'})")
+
+
+def _with_db_flag(client: click.Command, server: click.Command) -> click.Command:
+    """``client`` as it was, plus ``--db``, which runs ``server`` on the database instead. The
+    server command's own options are added unless the client already has one of that name."""
+    taken = {p.name for p in client.params}
+    extra = [p for p in server.params if p.name not in taken]
+    db = click.Option(["--db"], is_flag=True, help="Work on the database (ADVISOR_DATABASE_URL), server side.")
+
+    def callback(**kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        if kwargs.pop("db"):
+            # A shared name keeps the client's option (``--activate/--no-activate``, default None):
+            # None means "not given", which a server-side flag reads as off.
+            values = {
+                p.name: bool(kwargs.get(p.name)) if isinstance(p, click.Option) and p.is_flag else kwargs.get(p.name)
+                for p in server.params
+                if p.name
+            }
+            return ctx.invoke(server, **values)
+        return ctx.invoke(client, **{p.name: kwargs[p.name] for p in client.params if p.name})
+
+    return click.Command(
+        client.name,
+        params=[*client.params, *extra, db],
+        callback=callback,
+        help=f"{client.help or ''}\n\nWith --db: {server.help or ''}",
+        short_help=client.short_help,
+        context_settings=client.context_settings,
+    )
+
+
+def extend_model_group(group: click.Group) -> None:
+    """Add the server-side commands to the ``model`` group: ``fit``/``list`` gain ``--db`` when
+    the client already defines them, ``activate``/``rollback`` are added."""
+    for server in (fit_command, list_command, activate_command, rollback_command):
+        name = server.name or ""
+        existing = group.commands.get(name)
+        group.add_command(_with_db_flag(existing, server) if existing is not None else server, name)
