@@ -9,10 +9,10 @@ wrapper. :func:`json_records` reads them all into a list of records.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.canonical import Percentiles
+from advisor.canonical import CanonicalRun, Percentiles
 from advisor.ingest._util import percentiles_from_values
 from advisor.ingest.base import Input
 
@@ -119,3 +119,20 @@ def distribution(values: Sequence[float]) -> Percentiles:
     if len(values) == 1:
         return Percentiles(mean=float(values[0]))
     return percentiles_from_values(values)
+
+
+def runs_per_model(
+    responses: Sequence[tuple[int, dict[str, Any]]],
+    build: Callable[[str, list[tuple[int, dict[str, Any]]]], CanonicalRun],
+) -> list[CanonicalRun]:
+    """One run per ``model`` among server responses (llama-server, Ollama), in order of appearance;
+    each run notes when the file held several models."""
+    by_model: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for index, response in responses:
+        model = response.get("model")
+        by_model.setdefault(model if isinstance(model, str) else "", []).append((index, response))
+    runs = [build(model, items) for model, items in by_model.items()]
+    if len(runs) > 1:
+        for run in runs:
+            run.source.notes.append(f"the file holds {len(runs)} models; this run is one of them")
+    return runs

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from advisor.canonical import SLO, CanonicalRun, Percentiles
+from advisor.catalog.catalog import KV_CACHE_DTYPE_ALIASES
 from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
 from advisor.rules.knobs import EngineConfig, engine_config, normalise_key
@@ -93,36 +94,12 @@ BASELINE_METRICS: dict[str, bool] = {
     "e2e_ms.p50": False,
 }
 
-_KV_DTYPES = {
-    "auto": "auto",
-    "fp16": "fp16",
-    "f16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "fp32": "fp32",
-    "f32": "fp32",
-    "float32": "fp32",
-    "fp8": "fp8",
-    "fp8_e4m3": "fp8_e4m3",
-    "fp8_e4m3fn": "fp8_e4m3",
-    "fp8_e5m2": "fp8_e5m2",
-    "int8": "int8",
-    "q8_0": "q8_0",
-    "q5_1": "q5_1",
-    "q5_0": "q5_0",
-    "q4_1": "q4_1",
-    "q4_0": "q4_0",
-    "iq4_nl": "iq4_nl",
-}
-
-
 def normalise_kv_dtype(dtype: str | None) -> str:
     """A KV-cache dtype spelling → the physics' key; unknown spellings count as ``auto`` (16 bit)."""
     if not dtype:
         return "auto"
-    return _KV_DTYPES.get(dtype.strip().lower(), "auto")
+    # One alias table for the whole project: the catalog's.
+    return KV_CACHE_DTYPE_ALIASES.get(dtype.strip().lower().replace("-", "_"), "auto")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from advisor.canonical import CanonicalRun, Metrics, Setup, Source, Workload
 from advisor.ingest._util import as_float, iso_to_utc, mean_of
-from advisor.ingest._util_b2 import MIN_PREFILL_TOKENS, distribution, json_records, text_of
+from advisor.ingest._util_b2 import MIN_PREFILL_TOKENS, distribution, json_records, runs_per_model, text_of
 from advisor.ingest.base import Input, ParserBase
 
 __all__ = ["PARSERS", "OllamaParser"]
@@ -90,15 +90,7 @@ class OllamaParser(ParserBase):
         if skipped_other:
             notes.append(f"skipped {skipped_other} response(s) without a generation (load/unload replies)")
 
-        by_model: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-        for index, response in responses:
-            model = response.get("model")
-            by_model.setdefault(model if isinstance(model, str) else "", []).append((index, response))
-        runs = [self._run(model, items, list(notes)) for model, items in by_model.items()]
-        if len(runs) > 1:
-            for run in runs:
-                run.source.notes.append(f"the file holds {len(runs)} models; this run is one of them")
-        return runs
+        return runs_per_model(responses, lambda model, items: self._run(model, items, list(notes)))
 
     # ---------------------------------------------------------------------------------------------
 
