@@ -115,6 +115,9 @@ def clean_db(db_url: str) -> Iterator[str]:
     """The shared database, emptied after the test."""
     yield db_url
     asyncio.run(_truncate(db_url))
+    from advisor.domain.catalog.services import CatalogService
+
+    CatalogService.invalidate()  # its per-process cache may hold user entries the truncation removed
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.catalog import Catalog
@@ -71,16 +72,18 @@ def _row_values(entry_kind: str, fields: dict[str, Any]) -> dict[str, Any]:
 class CatalogService:
     """Loads, extends and serves the catalog."""
 
-    _cache: ClassVar[tuple[Any, Catalog] | None] = None
-    _checked_at: ClassVar[float] = 0.0
+    #: Per database URL: (fingerprint of the user entries, the merged catalog, when last checked).
+    _cache: ClassVar[dict[str, tuple[Any, Catalog, float]]] = {}
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+        engine = session.get_bind()  # the sync Engine (or Connection) behind the async session
+        url = engine.url if isinstance(engine, Engine) else engine.engine.url
+        self._key = url.render_as_string(hide_password=True)
 
     @classmethod
     def invalidate(cls) -> None:
-        cls._cache = None
-        cls._checked_at = 0.0
+        cls._cache.clear()
 
     async def _fingerprint(self) -> tuple[Any, ...]:
         parts: list[Any] = []
@@ -96,12 +99,12 @@ class CatalogService:
     async def current(self) -> Catalog:
         """The shipped catalog extended with every user entry in the database."""
         now = time.monotonic()
-        cached = type(self)._cache
-        if cached is not None and now - type(self)._checked_at < _RECHECK_SECONDS:
+        cached = type(self)._cache.get(self._key)
+        if cached is not None and now - cached[2] < _RECHECK_SECONDS:
             return cached[1]
         fingerprint = await self._fingerprint()
         if cached is not None and cached[0] == fingerprint:
-            type(self)._checked_at = now
+            type(self)._cache[self._key] = (fingerprint, cached[1], now)
             return cached[1]
         catalog = Catalog.default()
         if any(fingerprint[0::2]):
@@ -112,8 +115,7 @@ class CatalogService:
                 ).scalars()
                 entries[keyword] = [dict(row.spec) for row in rows]
             catalog = catalog.with_entries(**entries)
-        type(self)._cache = (fingerprint, catalog)
-        type(self)._checked_at = now
+        type(self)._cache[self._key] = (fingerprint, catalog, now)
         return catalog
 
     async def load_shipped(self) -> dict[str, int]:

@@ -26,7 +26,7 @@ from advisor.domain.models.schemas import ModelStatus
 from advisor.ml.prior import PRIOR_MODEL_VERSION, prior_expectations
 from advisor.rules.context import ExpectationsFn
 
-__all__ = ["RECHECK_SECONDS", "expectations_fn_for", "invalidate", "model_status"]
+__all__ = ["RECHECK_SECONDS", "expectations_fn_for", "invalidate", "model_status", "reset"]
 
 #: How stale a worker's idea of the active version may be.
 RECHECK_SECONDS = 2.0
@@ -71,6 +71,13 @@ def _load(version: str, artifact: bytes, sha: str, libraries: dict[str, Any]) ->
     except ArtifactError as exc:
         return _Served((version, sha), prior_expectations, f"version {version} not served: {exc}")
     return _Served((version, sha), model, None)
+
+
+def reset() -> None:
+    """Forget the loaded model as well, as a freshly started worker would (tests, and after the
+    database behind the process changes)."""
+    _Cache.served = _PRIOR
+    invalidate()
 
 
 async def _current(session: AsyncSession) -> _Served:
