@@ -455,7 +455,7 @@ def _fit(
         heads[target] = Head(target, pipeline, interval, len(ts))
         metrics["targets"][target] = target_metrics
     metrics["beats_baselines"] = beats
-    model = PerformanceModel(heads, version="unversioned", meta={})
+    model = PerformanceModel(heads, version="unversioned", meta={}).compile()
     return FitResult(
         model=model,
         cv_metrics=metrics,

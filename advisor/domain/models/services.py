@@ -38,6 +38,7 @@ __all__ = [
     "FIT_STALE_AFTER",
     "FittedModelService",
     "JobService",
+    "StateConflict",
     "fleet_cells",
     "refit_due",
     "run_fit_job",
@@ -55,6 +56,16 @@ _CACHED_TTFT_HIT_RATE = 0.05
 Progress = Callable[[str, int, int], None]
 #: An ``async_sessionmaker`` (or anything that makes an AsyncSession).
 SessionMaker = Callable[[], AsyncSession]
+
+
+class StateConflict(Conflict):
+    """The request is fine but the models' state forbids it: a fit already running, nothing to roll
+    back, a version that cannot be served here. HTTP 409 (advisor.errors.Conflict, 422, is for
+    contradicting input)."""
+
+    status = 409
+    title = "Conflict with the current state"
+    type_slug = "state-conflict"
 
 
 def _now() -> datetime:
@@ -125,7 +136,7 @@ async def start_fit(session: AsyncSession, params: FitIn, *, trigger: str) -> Jo
     running = await _open_fit(session)
     if running is not None:
         await session.commit()
-        raise Conflict(f"a fit is already {running.status} (job {running.id})", field="job")
+        raise StateConflict(f"a fit is already {running.status} (job {running.id})", field="job")
     job = Job(kind=FIT_JOB, status="queued", params={**msgspec.to_builtins(params), "trigger": trigger})
     session.add(job)
     await session.commit()
@@ -381,7 +392,7 @@ class FittedModelService(SQLAlchemyAsyncRepositoryService[FittedModel]):
                 loads, row.artifact, expected_sha256=row.artifact_sha256, recorded_versions=row.library_versions
             )
         except ArtifactError as exc:
-            raise Conflict(f"version {version} cannot be served: {exc}", field="version") from exc
+            raise StateConflict(f"version {version} cannot be served: {exc}", field="version") from exc
 
     async def _switch(self, version: str | None, *, rollback: bool) -> ActiveModelOut:
         previous = await self._active_version()
@@ -420,7 +431,7 @@ class FittedModelService(SQLAlchemyAsyncRepositoryService[FittedModel]):
             select(Job).where(Job.kind == ACTIVATE_JOB, Job.status == "succeeded").order_by(Job.id.desc()).limit(1)
         )
         if last is None:
-            raise Conflict("nothing to roll back: no version was ever activated", field="version")
+            raise StateConflict("nothing to roll back: no version was ever activated", field="version")
         target = (last.params or {}).get("previous")
         if target is not None:
             await self._check_loadable(str(target))

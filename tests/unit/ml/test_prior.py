@@ -45,9 +45,7 @@ def test_vllm_on_h100_by_hand() -> None:
     assert exp.prefill_tok_s is not None and exp.ttft_ms is not None
     assert roof.prefill_ceiling_tok_s is not None
     assert exp.prefill_tok_s.expected == pytest.approx(roof.prefill_ceiling_tok_s * pre.median)
-    assert exp.ttft_ms.expected == pytest.approx(
-        2000 / exp.prefill_tok_s.expected * 1000 + TTFT_OVERHEAD_MS[0]
-    )
+    assert exp.ttft_ms.expected == pytest.approx(2000 / exp.prefill_tok_s.expected * 1000 + TTFT_OVERHEAD_MS[0])
     assert exp.ttft_ms.high == pytest.approx(2000 / exp.prefill_tok_s.low * 1000 + TTFT_OVERHEAD_MS[2])
     assert exp.model_version == PRIOR_MODEL_VERSION == "physics-prior-1"
     assert "server/gpu" in exp.source
