@@ -2,10 +2,10 @@
 
 The one place that decides, so that /predict, the rules and reports always agree.
 
-Each process keeps the loaded model in a cache keyed by the active version and its artifact's
-SHA-256. At most every :data:`RECHECK_SECONDS` it asks the database which version is active (one
-indexed single-row query, no artifact bytes), so every worker of every host picks up an
-activation or a rollback within seconds, without a restart. A changed key loads the new artifact
+Each process keeps the loaded model in a cache, per database, keyed by the active version and
+its artifact's SHA-256. At most every :data:`RECHECK_SECONDS` it asks the database which version
+is active (one indexed single-row query, no artifact bytes), so every worker of every host picks
+up an activation or a rollback within seconds, without a restart. A changed key loads the new artifact
 off the event loop; an artifact that fails to load (library mismatch, corrupt bytes, untrusted
 types) is remembered as failed, the physics prior serves, and :func:`model_status` (→ /health)
 says why. The model is never loaded at import time.
@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import select
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.db.models import FittedModel
@@ -42,11 +43,17 @@ class _Served:
 _PRIOR = _Served(None, prior_expectations, None)
 
 
-class _Cache:
+@dataclass
+class _Entry:
     served: _Served = _PRIOR
     checked_at: float = float("-inf")
-    lock: asyncio.Lock | None = None
-    lock_loop: asyncio.AbstractEventLoop | None = None
+
+
+class _Cache:
+    #: Per database URL (a process normally talks to one; tests and tools to several).
+    entries: ClassVar[dict[str, _Entry]] = {}
+    lock: ClassVar[asyncio.Lock | None] = None
+    lock_loop: ClassVar[asyncio.AbstractEventLoop | None] = None
 
     @classmethod
     def get_lock(cls) -> asyncio.Lock:
@@ -57,10 +64,22 @@ class _Cache:
         return cls.lock
 
 
+def _database(session: AsyncSession) -> str:
+    bind = session.get_bind()  # the sync Engine (or Connection) behind the async session
+    url = bind.url if isinstance(bind, Engine) else bind.engine.url
+    return url.render_as_string(hide_password=True)
+
+
 def invalidate() -> None:
     """Forget when the database was last checked (after an activation in this process), so the
-    next request re-reads the active version at once. The loaded model stays cached by key."""
-    _Cache.checked_at = float("-inf")
+    next request re-reads the active version at once. Loaded models stay cached by key."""
+    for entry in _Cache.entries.values():
+        entry.checked_at = float("-inf")
+
+
+def reset() -> None:
+    """Forget the loaded models as well, as a freshly started worker would (tests, tools)."""
+    _Cache.entries.clear()
 
 
 def _load(version: str, artifact: bytes, sha: str, libraries: dict[str, Any]) -> _Served:
@@ -73,20 +92,13 @@ def _load(version: str, artifact: bytes, sha: str, libraries: dict[str, Any]) ->
     return _Served((version, sha), model, None)
 
 
-def reset() -> None:
-    """Forget the loaded model as well, as a freshly started worker would (tests, and after the
-    database behind the process changes)."""
-    _Cache.served = _PRIOR
-    invalidate()
-
-
 async def _current(session: AsyncSession) -> _Served:
-    now = time.monotonic()
-    if now - _Cache.checked_at < RECHECK_SECONDS:
-        return _Cache.served
+    entry = _Cache.entries.setdefault(_database(session), _Entry())
+    if time.monotonic() - entry.checked_at < RECHECK_SECONDS:
+        return entry.served
     async with _Cache.get_lock():
-        if time.monotonic() - _Cache.checked_at < RECHECK_SECONDS:
-            return _Cache.served  # another request re-checked while this one waited
+        if time.monotonic() - entry.checked_at < RECHECK_SECONDS:
+            return entry.served  # another request re-checked while this one waited
         row = (
             await session.execute(
                 select(FittedModel.version, FittedModel.artifact_sha256, FittedModel.library_versions)
@@ -97,16 +109,16 @@ async def _current(session: AsyncSession) -> _Served:
         ).first()
         if row is None:
             served = _PRIOR
-        elif _Cache.served.key == (row.version, row.artifact_sha256):
-            served = _Cache.served
+        elif entry.served.key == (row.version, row.artifact_sha256):
+            served = entry.served
         else:
             artifact = await session.scalar(select(FittedModel.artifact).where(FittedModel.version == row.version))
             # Deserialising and compiling takes ~0.1-0.5 s of CPU: keep it off the event loop.
             served = await asyncio.to_thread(
                 _load, row.version, artifact or b"", row.artifact_sha256, dict(row.library_versions or {})
             )
-        _Cache.served = served
-        _Cache.checked_at = time.monotonic()
+        entry.served = served
+        entry.checked_at = time.monotonic()
         return served
 
 
