@@ -70,7 +70,7 @@ def _result_dict(result: RunResult) -> dict[str, Any]:
 FormatParam = Annotated[
     str,
     QueryParameter(
-        query="format",
+        name="format",
         description="Input format id, or auto to sniff it (see GET /api/v1/formats).",
         required=False,
     ),
