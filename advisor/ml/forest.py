@@ -114,15 +114,23 @@ class CompiledPipeline:
     def encode(self, rows: Sequence[Sequence[Any]]) -> npt.NDArray[np.float64]:
         """Feature rows (categoricals first, as :func:`advisor.ml.features.feature_row` builds
         them) → the float matrix the trees read: category codes (NaN for missing or unseen), then
-        the numerics."""
-        out = np.empty((len(rows), len(rows[0]) if rows else 0))
+        the numerics. Exactly what the Pipeline's ColumnTransformer produces."""
+        if not rows:
+            return np.empty((0, 0))
         k = self.n_categorical
-        for i, row in enumerate(rows):
-            for j in range(k):
-                code = self.categories[j].get(row[j]) if isinstance(row[j], str) else None
-                out[i, j] = math.nan if code is None else code
-            out[i, k:] = row[k:]
+        columns = list(zip(*rows, strict=True))
+        out = np.empty((len(rows), len(columns)))
+        for j in range(k):
+            lookup = self.categories[j]
+            out[:, j] = [lookup.get(v, math.nan) if isinstance(v, str) else math.nan for v in columns[j]]
+        out[:, k:] = np.array(columns[k:], dtype=np.float64).T
         return out
+
+    def predict_large(self, pipeline: Pipeline, rows: Sequence[Sequence[Any]]) -> npt.NDArray[np.float64]:
+        """Raw predictions for a large batch: this encoding, then the fitted estimator's own
+        predict (faster than walking arrays once there are hundreds of rows; the DataFrame and
+        ColumnTransformer round trip is what it skips)."""
+        return np.asarray(pipeline.named_steps["model"].predict(self.encode(rows)), dtype=np.float64)
 
     def predict_encoded(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Raw predictions for an encoded matrix (what ``Pipeline.predict`` returns)."""

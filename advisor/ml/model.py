@@ -28,7 +28,7 @@ from advisor.ml.forest import CompiledPipeline
 from advisor.ml.prior import TTFT_OVERHEAD_MS
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline
 
-__all__ = ["BATCH_THRESHOLD", "Head", "PerformanceModel", "Prediction"]
+__all__ = ["BATCH_THRESHOLD", "Head", "PerformanceModel"]
 
 #: From this many rows on, scikit-learn's own predict is faster than the per-row evaluator.
 BATCH_THRESHOLD = 64
@@ -52,27 +52,11 @@ class Head:
 
     def predict(self, rows: Sequence[tuple[object, ...]]) -> npt.NDArray[np.float64]:
         """``log(measured / reference)`` for feature rows."""
-        if self.compiled is not None and len(rows) < BATCH_THRESHOLD:
+        if self.compiled is None:
+            return np.asarray(self.pipeline.predict(feature_frame(rows)), dtype=np.float64)
+        if len(rows) < BATCH_THRESHOLD:
             return self.compiled.predict(rows)
-        return np.asarray(self.pipeline.predict(feature_frame(rows)), dtype=np.float64)
-
-
-@dataclass(frozen=True, slots=True)
-class Prediction:
-    """A head's answer for one row: the log ratio and its band (log space)."""
-
-    log_ratio: float
-    low: float
-    high: float
-
-    def band(self, ref: float | None) -> Band | None:
-        """The band in the target's units: ``reference × exp(…)``; None without a reference."""
-        if ref is None or not (ref > 0 and math.isfinite(ref)):
-            return None
-        values = [ref * math.exp(v) for v in (self.low, self.log_ratio, self.high)]
-        if not all(math.isfinite(v) for v in values):
-            return None
-        return Band(expected=values[1], low=values[0], high=values[2], ceiling=ref)
+        return self.compiled.predict_large(self.pipeline, rows)
 
 
 class PerformanceModel:
@@ -94,27 +78,32 @@ class PerformanceModel:
 
     # ------------------------------------------------------------------ raw predictions
 
-    def predict(self, items: Sequence[FeatureInput]) -> dict[str, list[Prediction]]:
-        """Every head's prediction for each input (log space)."""
+    def predict_arrays(self, items: Sequence[FeatureInput]) -> dict[str, npt.NDArray[np.float64]]:
+        """Every head's prediction in its target's units, as a ``(3, n)`` array of low,
+        expected and high per input (NaN where the physics has no reference: no prompt for TTFT).
+        The fast path for batches (rankings, reports, benchmarks)."""
         rows = [feature_row(item) for item in items]
-        kinds = [row[2] if isinstance(row[2], str) else None for row in rows]
-        out: dict[str, list[Prediction]] = {}
+        kinds = np.array([row[2] if isinstance(row[2], str) else "*" for row in rows])
+        out: dict[str, npt.NDArray[np.float64]] = {}
         for target, head in self.heads.items():
-            values = head.predict(rows)
-            preds = []
-            for value, kind in zip(values.tolist(), kinds, strict=True):
-                low, high = head.offsets(kind)
-                preds.append(Prediction(value, value + low, value + high))
-            out[target] = preds
+            ratio = head.predict(rows)
+            low, high = np.empty(len(rows)), np.empty(len(rows))
+            for kind in np.unique(kinds).tolist():
+                low[kinds == kind], high[kinds == kind] = head.offsets(kind)
+            ref = np.array([reference(target, item.roofline) or math.nan for item in items], dtype=np.float64)
+            logs = np.vstack([ratio + low, ratio, ratio + high])
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[target] = ref * np.exp(logs)
         return out
 
     # ------------------------------------------------------------------ expectations
 
     def expectations_many(self, items: Sequence[FeatureInput]) -> list[Expectations]:
         """:class:`Expectations` for many setups at once (one batched predict per head)."""
-        predictions = self.predict(items)
+        arrays = self.predict_arrays(items)
+        columns = {target: values.T.tolist() for target, values in arrays.items()}
         return [
-            self._expectations(item.roofline, {t: p[i] for t, p in predictions.items()}) for i, item in enumerate(items)
+            self._expectations(item.roofline, {t: c[i] for t, c in columns.items()}) for i, item in enumerate(items)
         ]
 
     def expectations(
@@ -134,9 +123,9 @@ class PerformanceModel:
 
     __call__ = expectations
 
-    def _expectations(self, roof: Roofline, preds: Mapping[str, Prediction]) -> Expectations:
-        decode = preds["decode_tok_s"].band(reference("decode_tok_s", roof))
-        prefill = preds["prefill_tok_s"].band(reference("prefill_tok_s", roof))
+    def _expectations(self, roof: Roofline, values: Mapping[str, Sequence[float]]) -> Expectations:
+        decode = _band(values["decode_tok_s"], reference("decode_tok_s", roof))
+        prefill = _band(values["prefill_tok_s"], reference("prefill_tok_s", roof))
         itl: Band | None = None
         if decode is not None:
             itl = Band(
@@ -147,8 +136,8 @@ class PerformanceModel:
             )
         ttft: Band | None = None
         derived: list[str] = []
-        if "ttft_p50_ms" in preds:
-            ttft = preds["ttft_p50_ms"].band(reference("ttft_p50_ms", roof))
+        if "ttft_p50_ms" in values:
+            ttft = _band(values["ttft_p50_ms"], reference("ttft_p50_ms", roof))
         elif prefill is not None and roof.prompt_tokens:
             # No TTFT head (no fleet runs report TTFT yet): the prior's construction on the
             # fitted prefill band.
@@ -162,7 +151,7 @@ class PerformanceModel:
             )
             derived.append("ttft from prefill")
         tails = {
-            name: preds[name].band(reference(name, roof)) if name in preds else None
+            name: _band(values[name], reference(name, roof)) if name in values else None
             for name in ("ttft_p99_ms", "itl_p99_ms")
         }
         heads = ", ".join(sorted(self.heads))
@@ -177,3 +166,13 @@ class PerformanceModel:
             ttft_p99_ms=tails["ttft_p99_ms"],
             itl_p99_ms=tails["itl_p99_ms"],
         )
+
+
+def _band(values: Sequence[float], ref: float | None) -> Band | None:
+    """``[low, expected, high]`` in the target's units → a Band (None without a finite reference
+    or for values that overflowed)."""
+    low, expected, high = values
+    # NaN and inf fail both comparisons (the positive check also rules out an underflow to 0).
+    if ref is None or not (0 < low < math.inf and 0 < expected < math.inf and 0 < high < math.inf):
+        return None
+    return Band(expected=expected, low=low, high=high, ceiling=ref)

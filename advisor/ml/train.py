@@ -72,11 +72,9 @@ MIN_STRATUM_GROUPS = 3
 #: The band is the 10th-90th percentile: 80 % of runs should fall inside.
 NOMINAL_COVERAGE = 0.8
 #: Cross-validation samples at most this many observations per target.
-CV_MAX_ROWS = 20_000
+CV_MAX_ROWS = 4_000
 #: At most this many folds when grouping by hardware.
 HARDWARE_FOLDS = 5
-#: Below this many rows per target a fit runs on one thread.
-SMALL_FIT_ROWS = 5_000
 
 #: Central levels the interval may widen to (see :func:`_choose_level`).
 LEVEL_GRID = np.round(np.arange(NOMINAL_COVERAGE, 0.995, 0.01), 2)
@@ -194,46 +192,66 @@ def _ape(predicted_log: FloatArray, y: FloatArray) -> FloatArray:
     return np.abs(np.exp(predicted_log - y) - 1.0)
 
 
-def _offsets(residuals: FloatArray, kinds: StrArray, groups: StrArray, level: float) -> dict[str, tuple[float, float]]:
+@dataclass(frozen=True)
+class _Strata:
+    """Hardware kind and device of each residual, as integer codes (the coverage search calls
+    these functions thousands of times; string comparisons would dominate)."""
+
+    kind: npt.NDArray[np.intp]
+    device: npt.NDArray[np.intp]
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, kinds: StrArray, devices: StrArray) -> _Strata:
+        names, kind = np.unique(kinds, return_inverse=True)
+        _, device = np.unique(devices, return_inverse=True)
+        return cls(kind.astype(np.intp), device.astype(np.intp), tuple(str(n) for n in names.tolist()))
+
+    def __getitem__(self, mask: npt.NDArray[np.bool_]) -> _Strata:
+        return _Strata(self.kind[mask], self.device[mask], self.names)
+
+
+def _offsets(residuals: FloatArray, strata: _Strata, level: float) -> dict[str, tuple[float, float]]:
     """Conformal offsets (log space) at a central ``level``: pooled (``"*"``), and per hardware
     kind with at least :data:`MIN_STRATUM` residuals from :data:`MIN_STRATUM_GROUPS` devices (a
     kind seen on one or two devices says more about those devices than about the kind)."""
     quantiles = [(1.0 - level) / 2.0, 1.0 - (1.0 - level) / 2.0]
     low, high = np.quantile(residuals, quantiles)
     out = {"*": (float(low), float(high))}
-    for kind in np.unique(kinds).tolist():
-        mask = kinds == kind
-        if mask.sum() >= MIN_STRATUM and len(np.unique(groups[mask])) >= MIN_STRATUM_GROUPS:
+    counts = np.bincount(strata.kind, minlength=len(strata.names))
+    for code in np.flatnonzero(counts >= MIN_STRATUM).tolist():
+        mask = strata.kind == code
+        if np.unique(strata.device[mask]).size >= MIN_STRATUM_GROUPS:
             low, high = np.quantile(residuals[mask], quantiles)
-            out[str(kind)] = (float(low), float(high))
+            out[strata.names[code]] = (float(low), float(high))
     return out
 
 
 def _inside(
-    residuals: FloatArray, kinds: StrArray, offsets: Mapping[str, tuple[float, float]]
+    residuals: FloatArray, strata: _Strata, offsets: Mapping[str, tuple[float, float]]
 ) -> npt.NDArray[np.bool_]:
     low = np.full(len(residuals), min(offsets["*"][0], 0.0))
     high = np.full(len(residuals), max(offsets["*"][1], 0.0))
-    for kind, (lo, hi) in offsets.items():
-        if kind != "*":
-            mask = kinds == kind
-            low[mask], high[mask] = min(lo, 0.0), max(hi, 0.0)
+    for code, name in enumerate(strata.names):
+        if name in offsets:
+            mask = strata.kind == code
+            low[mask], high[mask] = min(offsets[name][0], 0.0), max(offsets[name][1], 0.0)
     return (low <= residuals) & (residuals <= high)
 
 
 def _fold_coverage(
-    residuals: FloatArray, kinds: StrArray, groups: StrArray, folds: npt.NDArray[np.intp], level: float
+    residuals: FloatArray, strata: _Strata, folds: npt.NDArray[np.intp], level: float
 ) -> npt.NDArray[np.bool_]:
     """Whether each residual falls in the band the *other* folds' residuals give at ``level``."""
     covered = np.zeros(len(residuals), dtype=bool)
     for fold in np.unique(folds).tolist():
         test = folds == fold
-        offsets = _offsets(residuals[~test], kinds[~test], groups[~test], level)
-        covered[test] = _inside(residuals[test], kinds[test], offsets)
+        offsets = _offsets(residuals[~test], strata[~test], level)
+        covered[test] = _inside(residuals[test], strata[test], offsets)
     return covered
 
 
-def _choose_level(residuals: FloatArray, kinds: StrArray, groups: StrArray, folds: npt.NDArray[np.intp]) -> float:
+def _choose_level(residuals: FloatArray, strata: _Strata, folds: npt.NDArray[np.intp]) -> float:
     """The smallest level of :data:`LEVEL_GRID` whose fold-by-fold coverage reaches
     :data:`NOMINAL_COVERAGE`. Errors on unseen devices cluster by device, so the 10th-90th
     percentile of pooled residuals covers fewer than 80 % of a new device's runs; the level is
@@ -243,24 +261,22 @@ def _choose_level(residuals: FloatArray, kinds: StrArray, groups: StrArray, fold
     lo, hi = 0, len(LEVEL_GRID) - 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if _fold_coverage(residuals, kinds, groups, folds, float(LEVEL_GRID[mid])).mean() >= NOMINAL_COVERAGE:
+        if _fold_coverage(residuals, strata, folds, float(LEVEL_GRID[mid])).mean() >= NOMINAL_COVERAGE:
             hi = mid
         else:
             lo = mid + 1
     return float(LEVEL_GRID[lo])
 
 
-def _honest_coverage(
-    residuals: FloatArray, kinds: StrArray, groups: StrArray, folds: npt.NDArray[np.intp]
-) -> npt.NDArray[np.bool_]:
+def _honest_coverage(residuals: FloatArray, strata: _Strata, folds: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
     """Coverage of the whole construction, one level out: each fold's band uses a level chosen
     and offsets computed on the other folds only."""
     covered = np.zeros(len(residuals), dtype=bool)
     for fold in np.unique(folds).tolist():
         test = folds == fold
-        level = _choose_level(residuals[~test], kinds[~test], groups[~test], folds[~test])
-        offsets = _offsets(residuals[~test], kinds[~test], groups[~test], level)
-        covered[test] = _inside(residuals[test], kinds[test], offsets)
+        level = _choose_level(residuals[~test], strata[~test], folds[~test])
+        offsets = _offsets(residuals[~test], strata[~test], level)
+        covered[test] = _inside(residuals[test], strata[test], offsets)
     return covered
 
 
@@ -290,6 +306,20 @@ def _n_folds(ts: TrainingSet, scheme: str) -> int:
     return int(splitter.get_n_splits(groups=_groups(ts, scheme)))
 
 
+def _fold(ts: TrainingSet, train: npt.NDArray[np.intp], test: npt.NDArray[np.intp]) -> dict[str, FloatArray]:
+    """Every method's predictions for one held-out fold."""
+    x_train, y_train, w_train = ts.frame.iloc[train], ts.y[train], ts.weight[train]
+    x_test = ts.frame.iloc[test]
+    gbm = gradient_boosting().fit(x_train, y_train, model__sample_weight=w_train)
+    ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
+    return {
+        "model": np.asarray(gbm.predict(x_test), dtype=np.float64),
+        "linear": np.asarray(ridge.predict(x_test), dtype=np.float64),
+        "roofline": np.zeros(len(test)),
+        "constant": np.full(len(test), weighted_median(y_train, w_train)),
+    }
+
+
 def _cross_validate(ts: TrainingSet, scheme: str, tick: Callable[[str], None]) -> _SchemeRun | None:
     groups = _groups(ts, scheme)
     splitter = _splitter(scheme, groups)
@@ -298,16 +328,12 @@ def _cross_validate(ts: TrainingSet, scheme: str, tick: Callable[[str], None]) -
     n = len(ts)
     folds = np.full(n, -1, dtype=np.intp)
     predictions = {method: np.zeros(n) for method in _METHODS}
+    # Folds run one after the other: fitting them in threads was slower (the boosting loop holds
+    # the GIL between its compiled steps), and worker processes would multiply the memory.
     for fold, (train, test) in enumerate(splitter.split(ts.frame, ts.y, groups)):
-        x_train, y_train, w_train = ts.frame.iloc[train], ts.y[train], ts.weight[train]
-        x_test = ts.frame.iloc[test]
         folds[test] = fold
-        gbm = gradient_boosting().fit(x_train, y_train, model__sample_weight=w_train)
-        predictions["model"][test] = gbm.predict(x_test)
-        ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
-        predictions["linear"][test] = ridge.predict(x_test)
-        predictions["roofline"][test] = 0.0
-        predictions["constant"][test] = weighted_median(y_train, w_train)
+        for method, values in _fold(ts, train, test).items():
+            predictions[method][test] = values
         tick(f"{ts.target}: CV by {scheme}, fold {fold + 1}")
     return _SchemeRun(folds, predictions)
 
@@ -316,8 +342,9 @@ def _scheme_metrics(ts: TrainingSet, scheme: str, run: _SchemeRun) -> dict[str, 
     apes = {method: _ape(pred, ts.y) for method, pred in run.predictions.items()}
     residuals = ts.y - run.predictions["model"]
     groups = _groups(ts, scheme)
-    covered = _honest_coverage(residuals, ts.kind, ts.hardware_group, run.folds)
-    plain = _fold_coverage(residuals, ts.kind, ts.hardware_group, run.folds, NOMINAL_COVERAGE)
+    strata = _Strata.of(ts.kind, ts.hardware_group)
+    covered = _honest_coverage(residuals, strata, run.folds)
+    plain = _fold_coverage(residuals, strata, run.folds, NOMINAL_COVERAGE)
 
     def summary(mask: npt.NDArray[np.bool_]) -> dict[str, Any]:
         return {
@@ -376,10 +403,10 @@ def fit(
     (the published set alone has over 400 of each).
     """
     sets = dict(observations) if isinstance(observations, Mapping) else build_training_sets(observations)
-    # Small fits are dominated by OpenMP start-up and, on a busy host, by threads waiting for
-    # each other: one thread is faster below a few thousand rows.
-    largest = max((len(ts) for ts in sets.values()), default=0)
-    with threadpool_limits(limits=1 if largest < SMALL_FIT_ROWS else None):
+    # One OpenMP thread: for the sizes here OpenMP's fork-join per tree costs more than it saves,
+    # badly so on a busy host where its threads spin waiting for each other (measured: a fit on
+    # 12,000 cells took longer with two threads than with one).
+    with threadpool_limits(limits=1, user_api="openmp"):
         return _fit(sets, cv=cv, cv_max_rows=cv_max_rows, progress=progress, seed=seed, schemes=schemes)
 
 
@@ -445,8 +472,9 @@ def _fit(
             target_metrics["interval"] = {"calibration": "in-sample (5th-95th percentile)"}
         else:
             scheme, residuals, cal, folds = calibration
-            level = _choose_level(residuals, cal.kind, cal.hardware_group, folds)
-            interval = _offsets(residuals, cal.kind, cal.hardware_group, level)
+            strata = _Strata.of(cal.kind, cal.hardware_group)
+            level = _choose_level(residuals, strata, folds)
+            interval = _offsets(residuals, strata, level)
             target_metrics["interval"] = {
                 "calibration": f"out-of-fold residuals, grouped by {scheme}",
                 "level": level,
