@@ -188,3 +188,51 @@ def test_a_version_that_fails_to_load_falls_back_to_physics(
     assert refused.status_code == 409 and reason in refused.json()["detail"]
     listed = client.get("/api/v1/models").json()[0]
     assert listed["loadable"] is (reason != "library-mismatch")
+
+
+def test_automatic_refit_after_n_new_runs(clean_db: str) -> None:
+    import hashlib
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+
+    from advisor.db.models import Run
+    from advisor.domain.models.services import schedule_refit_if_due
+
+    async def add_runs(engine: Any, count: int, start: int) -> None:
+        rows = [
+            {
+                "content_hash": hashlib.sha256(f"auto-{i}".encode()).hexdigest(),
+                "measured_at": datetime.now(UTC),
+                "setup": {}, "workload": {}, "metrics": {}, "labels": {}, "source": {}, "analysis": {},
+            }
+            for i in range(start, start + count)
+        ]  # fmt: skip
+        async with engine.begin() as conn:
+            await conn.execute(insert(Run), rows)
+
+    async def scenario() -> None:
+        engine = create_async_engine(clean_db)
+        maker = async_sessionmaker(engine, expire_on_commit=False)
+        try:
+            await add_runs(engine, 3, 0)
+            assert await schedule_refit_if_due(maker, 0) is None  # 0 disables it
+            assert await schedule_refit_if_due(maker, 4) is None  # 3 of 4 runs
+            task = await schedule_refit_if_due(maker, 3)
+            assert task is not None
+            job = await task
+            assert job.status == "succeeded", job.error
+            assert job.params["trigger"] == "auto" and job.result is not None
+            assert await schedule_refit_if_due(maker, 3) is None  # counted from the last fit
+            await add_runs(engine, 2, 3)
+            assert await schedule_refit_if_due(maker, 3) is None
+            await add_runs(engine, 1, 5)
+            again = await schedule_refit_if_due(maker, 3)
+            assert again is not None
+            assert await schedule_refit_if_due(maker, 3) is None  # one is queued: never two
+            await again
+        finally:
+            await engine.dispose()
+
+    asyncio.run(scenario())
