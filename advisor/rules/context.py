@@ -94,6 +94,7 @@ BASELINE_METRICS: dict[str, bool] = {
     "e2e_ms.p50": False,
 }
 
+
 def normalise_kv_dtype(dtype: str | None) -> str:
     """A KV-cache dtype spelling → the physics' key; unknown spellings count as ``auto`` (16 bit)."""
     if not dtype:
