@@ -38,3 +38,12 @@ def test_unknown_path_is_problem_details(client: Any) -> None:
     body = response.json()
     assert body["status"] == 404
     assert body["title"]
+
+
+def test_openapi_documents_the_raw_body_endpoints(client: Any) -> None:
+    spec = client.get("/schema/openapi.json").json()
+    submit = spec["paths"]["/api/v1/runs"]["post"]
+    assert {"application/json", "text/plain", "application/octet-stream"} <= set(submit["requestBody"]["content"])
+    assert submit["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("RunResultDoc")
+    assert "application/x-ndjson" in spec["paths"]["/api/v1/runs/bulk"]["post"]["requestBody"]["content"]
+    assert "requestBody" in spec["paths"]["/api/v1/advise"]["post"]

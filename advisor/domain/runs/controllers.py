@@ -9,14 +9,16 @@ import msgspec
 from litestar import Controller, Request, Response, get, patch, post
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import HTTPException
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter, RawBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.domain.catalog.services import CatalogService
 from advisor.domain.runs.ingestion import IngestionService
+from advisor.domain.runs.openapi import BulkOperation, SubmissionOperation
 from advisor.domain.runs.recommendations import RecommendationService
-from advisor.domain.runs.schemas import BulkResult, RunPage, RunResult, StatusIn
+from advisor.domain.runs.schemas import BulkResult, RunPage, RunResult, RunResultDoc, StatusIn
 from advisor.domain.runs.services import RawPayloadService, RunFilters, RunService, run_to_out
 from advisor.domain.runs.submission import ParsedSubmission, context_from_request, parse_submission, split_bulk
 from advisor.errors import InvalidInput, MalformedInput, NotFound
@@ -87,6 +89,13 @@ class RunController(Controller):
         summary="Submit a measured run (any supported benchmark file, or a canonical run)",
         description=_RUN_PARAMS_DOC,
         status_code=HTTP_201_CREATED,
+        operation_class=SubmissionOperation,
+        responses={
+            200: ResponseSpec(RunResultDoc, description="A resubmission: the run stored earlier"),
+            HTTP_201_CREATED: ResponseSpec(
+                RunResultDoc, description="Stored and analysed; a file with several runs answers {runs: [...]}"
+            ),
+        },
     )
     async def submit(
         self,
@@ -108,6 +117,7 @@ class RunController(Controller):
         summary="Submit many canonical runs (NDJSON or a JSON array); all or nothing",
         status_code=HTTP_200_OK,
         request_max_body_size=None,  # bounded below by ADVISOR_BULK_MAX_BODY_BYTES instead
+        operation_class=BulkOperation,
     )
     async def bulk(self, request: Request[Any, Any, Any], ingestion: NamedDependency[IngestionService]) -> BulkResult:
         settings = request.app.state.settings.server
@@ -199,7 +209,14 @@ class AdviseController(Controller):
     tags = ("runs",)
     dependencies = {"ingestion": Provide(provide_ingestion)}
 
-    @post("/", summary="Analyse a run without storing anything", description=_RUN_PARAMS_DOC, status_code=200)
+    @post(
+        "/",
+        summary="Analyse a run without storing anything",
+        description=_RUN_PARAMS_DOC,
+        status_code=200,
+        operation_class=SubmissionOperation,
+        responses={200: ResponseSpec(RunResultDoc, description="The analysis; a sweep answers {runs: [...]}")},
+    )
     async def advise(
         self,
         request: Request[Any, Any, Any],

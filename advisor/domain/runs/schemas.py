@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["BulkResult", "RecommendationOut", "RunOut", "RunPage", "RunResult", "StatusIn"]
+__all__ = ["BulkResult", "RecommendationOut", "RunOut", "RunPage", "RunResult", "RunResultDoc", "StatusIn"]
 
 
 class RunOut(msgspec.Struct, kw_only=True):
@@ -60,6 +60,15 @@ class RunResult(msgspec.Struct, kw_only=True):
     recommendations: list[dict[str, Any]]
     expectations: dict[str, Any]
     created: bool = True
+
+
+class RunResultDoc(msgspec.Struct, kw_only=True):
+    """The documented shape of a POST /runs or /advise answer (DESIGN §4)."""
+
+    run: RunOut
+    verdict: str
+    recommendations: list[dict[str, Any]]
+    expectations: dict[str, Any]
 
 
 class RunPage(msgspec.Struct, kw_only=True):
