@@ -43,6 +43,7 @@ __all__ = [
     "catalog_model_shape",
     "fleet_observations",
     "hardware_group",
+    "iter_fleet_observations",
     "load_public_rows",
     "observations_from_public",
     "public_dataset",
@@ -478,12 +479,13 @@ def _kv_dtype(catalog: Any, value: str | None) -> str:
     return resolved if isinstance(resolved, str) else "auto"
 
 
-def fleet_observations(cells: Iterable[FleetCell], catalog: Any) -> tuple[list[Observation], int]:
-    """Observations from fleet cells and how many cells were skipped.
+def iter_fleet_observations(
+    cells: Iterable[FleetCell], catalog: Any, *, on_skip: Callable[[FleetCell], None] | None = None
+) -> Iterator[Observation]:
+    """Observations from fleet cells, one cell at a time (see :func:`fleet_observations`).
 
-    A cell is skipped when its hardware, model or quantization id no longer resolves, or the
-    physics rejects the setup. Every target the cell reports becomes one observation sharing the
-    cell's roofline (specs and rooflines are computed once per distinct input).
+    Specs resolve once per distinct id; rooflines are cached for the most recent distinct inputs
+    only, so memory stays flat however many distinct workloads a fleet has.
     """
 
     @functools.cache
@@ -496,7 +498,7 @@ def fleet_observations(cells: Iterable[FleetCell], catalog: Any) -> tuple[list[O
             return None
         return hw, model, quant
 
-    @functools.cache
+    @functools.lru_cache(maxsize=4096)
     def roofline(key: tuple[Any, ...]) -> Roofline | None:
         hw_id, model_id, quant_id, prompt, output, depth, concurrency, tp, kv = key
         found = specs(hw_id, model_id, quant_id)
@@ -515,8 +517,6 @@ def fleet_observations(cells: Iterable[FleetCell], catalog: Any) -> tuple[list[O
         except ValueError:
             return None
 
-    out: list[Observation] = []
-    skipped = 0
     for cell in cells:
         kv = _kv_dtype(catalog, cell.kv_cache_dtype)
         key = (
@@ -533,29 +533,39 @@ def fleet_observations(cells: Iterable[FleetCell], catalog: Any) -> tuple[list[O
         roof = roofline(key)
         found = specs(cell.hardware_id, cell.model_id, cell.quantization_id)
         if roof is None or found is None:
-            skipped += 1
+            if on_skip is not None:
+                on_skip(cell)
             continue
         hw, model, quant = found
         for target in TARGETS:
             value = getattr(cell, target)
             if value is None or not value > 0:
                 continue
-            out.append(
-                Observation(
-                    target=target,
-                    runtime=cell.runtime or "other",
-                    hardware=hw,
-                    model=model,
-                    quant=quant,
-                    roofline=roof,
-                    measured=float(value),
-                    source=cell.source,
-                    hardware_group=hw.id,
-                    origin="fleet",
-                    runs=cell.runs,
-                )
+            yield Observation(
+                target=target,
+                runtime=cell.runtime or "other",
+                hardware=hw,
+                model=model,
+                quant=quant,
+                roofline=roof,
+                measured=float(value),
+                source=cell.source,
+                hardware_group=hw.id,
+                origin="fleet",
+                runs=cell.runs,
             )
-    return out, skipped
+
+
+def fleet_observations(cells: Iterable[FleetCell], catalog: Any) -> tuple[list[Observation], int]:
+    """Observations from fleet cells and how many cells were skipped.
+
+    A cell is skipped when its hardware, model or quantization id no longer resolves, or the
+    physics rejects the setup. Every target the cell reports becomes one observation sharing the
+    cell's roofline.
+    """
+    skipped: list[FleetCell] = []
+    observations = list(iter_fleet_observations(cells, catalog, on_skip=skipped.append))
+    return observations, len(skipped)
 
 
 def public_dataset(catalog: Any) -> list[Observation]:

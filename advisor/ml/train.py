@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +77,10 @@ NOMINAL_COVERAGE = 0.8
 CV_MAX_ROWS = 4_000
 #: At most this many folds when grouping by hardware.
 HARDWARE_FOLDS = 5
+#: Per-source metrics are kept for at most this many sources (the largest).
+BY_SOURCE_LIMIT = 20
+#: From this many rows on, a final fit uses every core.
+PARALLEL_FIT_ROWS = 20_000
 
 #: Central levels the interval may widen to (see :func:`_choose_level`).
 LEVEL_GRID = np.round(np.arange(NOMINAL_COVERAGE, 0.995, 0.01), 2)
@@ -84,33 +90,42 @@ _METHODS = ("model", "linear", "roofline", "constant")
 Progress = Callable[[str, int, int], None]
 
 FloatArray = npt.NDArray[np.float64]
-StrArray = npt.NDArray[np.str_]
+#: Labels (devices, sources, kinds) as object arrays of str.
+StrArray = npt.NDArray[np.object_]
 
 
 @dataclass
 class TrainingSet:
-    """One target's rows: features, ``y = log(measured / reference)``, weights and groups."""
+    """One target's observations: rows of a feature frame (shared by every target), ``y =
+    log(measured / reference)``, weights and groups (arrays aligned with ``index``)."""
 
     target: str
-    rows: list[tuple[object, ...]]
+    features: pd.DataFrame = field(repr=False)
+    index: npt.NDArray[np.intp]
     y: FloatArray
     weight: FloatArray
     hardware_group: StrArray
     source: StrArray
     kind: StrArray
     origin: StrArray
-    frame: pd.DataFrame = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.frame = feature_frame(self.rows)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.y)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """This target's feature rows (a fresh copy: only one target's is alive at a time)."""
+        return self.features.iloc[self.index].reset_index(drop=True)
+
+    def rows(self) -> list[tuple[object, ...]]:
+        """The feature rows as tuples (what :func:`advisor.ml.features.feature_row` builds)."""
+        return list(self.frame.itertuples(index=False, name=None))
 
     def subset(self, index: npt.NDArray[np.intp]) -> TrainingSet:
         return TrainingSet(
             self.target,
-            [self.rows[i] for i in index.tolist()],
+            self.features,
+            self.index[index],
             self.y[index],
             self.weight[index],
             self.hardware_group[index],
@@ -123,34 +138,89 @@ class TrainingSet:
 def build_training_sets(
     observations: Iterable[Observation], *, fleet_half_weight_runs: int = FLEET_HALF_WEIGHT_RUNS
 ) -> dict[str, TrainingSet]:
-    """Group observations by target, dropping those without a usable log ratio."""
-    by_target: dict[str, list[tuple[Observation, float]]] = {}
+    """Group observations by target, dropping those without a usable log ratio.
+
+    Observations are consumed one at a time and only their scalars kept, so a generator of
+    them (:func:`advisor.ml.dataset.iter_fleet_observations`) never holds every roofline at
+    once. The targets of one fleet cell share their features: consecutive observations of the
+    same setup and workload get one row of one frame that every target indexes into.
+    """
+    rows: list[tuple[object, ...]] = []
+    previous: Observation | None = None
+    # Per target, column by column; numbers in typed arrays rather than boxed in tuples (a large
+    # fleet has half a million observations).
+    by_target: dict[str, _Columns] = {}
     for obs in observations:
         value = obs.log_ratio
-        if value is not None:
-            by_target.setdefault(obs.target, []).append((obs, value))
+        if value is None:
+            continue
+        # A cell yields its targets one after the other with the same objects: compare with the
+        # previous observation by identity (holding only that one alive).
+        if previous is None or not _same_setup(obs, previous):
+            item = FeatureInput(obs.roofline, obs.runtime, obs.hardware.kind, obs.hardware, obs.model, obs.quant)
+            rows.append(feature_row(item))
+        previous = obs
+        columns = by_target.get(obs.target)
+        if columns is None:
+            columns = by_target[obs.target] = _Columns()
+        columns.add(len(rows) - 1, value, obs)
+    shared = feature_frame(rows)
+    del rows
     sets: dict[str, TrainingSet] = {}
     for target in TARGETS:
-        items = by_target.get(target)
-        if not items:
+        found = by_target.pop(target, None)
+        if found is None:
             continue
-        rows = [
-            feature_row(FeatureInput(o.roofline, o.runtime, o.hardware.kind, o.hardware, o.model, o.quant))
-            for o, _ in items
-        ]
-        origin = np.array([o.origin for o, _ in items])
-        runs = np.array([max(o.runs, 1) for o, _ in items], dtype=np.float64)
+        origin = _labels(found.origin)
         sets[target] = TrainingSet(
             target,
-            rows,
-            np.array([v for _, v in items], dtype=np.float64),
-            _weights(origin, runs, fleet_half_weight_runs),
-            np.array([o.hardware_group for o, _ in items]),
-            np.array([o.source for o, _ in items]),
-            np.array([o.hardware.kind for o, _ in items]),
+            shared,
+            np.frombuffer(found.row, dtype=np.int64).astype(np.intp),
+            np.frombuffer(found.value, dtype=np.float64).copy(),
+            _weights(origin, np.frombuffer(found.runs, dtype=np.float64).copy(), fleet_half_weight_runs),
+            _labels(found.device),
+            _labels(found.source),
+            _labels(found.kind),
             origin,
         )
     return sets
+
+
+class _Columns:
+    """One target's observations while they are collected."""
+
+    def __init__(self) -> None:
+        self.row = array("q")
+        self.value = array("d")
+        self.runs = array("d")
+        self.origin: list[str] = []
+        self.device: list[str] = []
+        self.source: list[str] = []
+        self.kind: list[str] = []
+
+    def add(self, row: int, value: float, obs: Observation) -> None:
+        self.row.append(row)
+        self.value.append(value)
+        self.runs.append(max(obs.runs, 1))
+        self.origin.append(obs.origin)
+        self.device.append(obs.hardware_group)
+        self.source.append(obs.source)
+        self.kind.append(obs.hardware.kind)
+
+
+def _same_setup(a: Observation, b: Observation) -> bool:
+    return (
+        a.roofline is b.roofline
+        and a.runtime == b.runtime
+        and a.hardware is b.hardware
+        and a.model is b.model
+        and a.quant is b.quant
+    )
+
+
+def _labels(values: Iterable[str]) -> StrArray:
+    out: StrArray = np.array(list(values), dtype=object)
+    return out
 
 
 def _weights(origin: StrArray, runs: FloatArray, half: int) -> FloatArray:
@@ -173,8 +243,8 @@ def data_hash(sets: Mapping[str, TrainingSet]) -> str:
         ts = sets[target]
         digest.update(target.encode())
         digest.update(pd.util.hash_pandas_object(ts.frame, index=False).to_numpy().tobytes())
-        for array in (ts.y, ts.weight):
-            digest.update(np.ascontiguousarray(array).tobytes())
+        for values in (ts.y, ts.weight):
+            digest.update(np.ascontiguousarray(values).tobytes())
         for labels in (ts.hardware_group, ts.source):
             digest.update("\x1f".join(labels.tolist()).encode())
     return digest.hexdigest()
@@ -306,10 +376,12 @@ def _n_folds(ts: TrainingSet, scheme: str) -> int:
     return int(splitter.get_n_splits(groups=_groups(ts, scheme)))
 
 
-def _fold(ts: TrainingSet, train: npt.NDArray[np.intp], test: npt.NDArray[np.intp]) -> dict[str, FloatArray]:
+def _fold(
+    ts: TrainingSet, frame: pd.DataFrame, train: npt.NDArray[np.intp], test: npt.NDArray[np.intp]
+) -> dict[str, FloatArray]:
     """Every method's predictions for one held-out fold."""
-    x_train, y_train, w_train = ts.frame.iloc[train], ts.y[train], ts.weight[train]
-    x_test = ts.frame.iloc[test]
+    x_train, y_train, w_train = frame.iloc[train], ts.y[train], ts.weight[train]
+    x_test = frame.iloc[test]
     gbm = gradient_boosting().fit(x_train, y_train, model__sample_weight=w_train)
     ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
     return {
@@ -330,9 +402,10 @@ def _cross_validate(ts: TrainingSet, scheme: str, tick: Callable[[str], None]) -
     predictions = {method: np.zeros(n) for method in _METHODS}
     # Folds run one after the other: fitting them in threads was slower (the boosting loop holds
     # the GIL between its compiled steps), and worker processes would multiply the memory.
-    for fold, (train, test) in enumerate(splitter.split(ts.frame, ts.y, groups)):
+    frame = ts.frame
+    for fold, (train, test) in enumerate(splitter.split(frame, ts.y, groups)):
         folds[test] = fold
-        for method, values in _fold(ts, train, test).items():
+        for method, values in _fold(ts, frame, train, test).items():
             predictions[method][test] = values
         tick(f"{ts.target}: CV by {scheme}, fold {fold + 1}")
     return _SchemeRun(folds, predictions)
@@ -362,8 +435,16 @@ def _scheme_metrics(ts: TrainingSet, scheme: str, run: _SchemeRun) -> dict[str, 
     out["beats_baselines"] = bool(mdape["model"] < mdape["roofline"] and mdape["model"] < mdape["constant"])
     out["by_kind"] = {str(kind): summary(ts.kind == kind) for kind in np.unique(ts.kind).tolist()}
     if scheme == "source":
-        out["by_source"] = {str(src): summary(ts.source == src) for src in np.unique(ts.source).tolist()}
+        # Every publication, but a fleet has thousands of deployments: the largest few are enough
+        # to read, and the metrics travel in every artifact and API listing.
+        sources, counts = np.unique(ts.source, return_counts=True)
+        largest = sources[np.argsort(-counts, kind="stable")[:BY_SOURCE_LIMIT]]
+        out["by_source"] = {str(src): summary(ts.source == src) for src in largest.tolist()}
     return out
+
+
+def _threads_for(rows: int) -> int:
+    return (os.cpu_count() or 1) if rows >= PARALLEL_FIT_ROWS else 1
 
 
 def _round(value: float) -> float:
@@ -461,12 +542,15 @@ def _fit(
                 beats.setdefault(scheme, {})[target] = scheme_metrics["beats_baselines"]
                 if calibration is None or scheme == "hardware":
                     calibration = (scheme, sample.y - run.predictions["model"], sample, run.folds)
-        pipeline = gradient_boosting(random_state=seed).fit(ts.frame, ts.y, model__sample_weight=ts.weight)
+        # Large final fits do use every core: at 100,000 rows the histograms outweigh the fork-join.
+        with threadpool_limits(limits=_threads_for(len(ts)), user_api="openmp"):
+            frame = ts.frame
+            pipeline = gradient_boosting(random_state=seed).fit(frame, ts.y, model__sample_weight=ts.weight)
         tick(f"{target}: final fit on {len(ts)} observations")
         if calibration is None:
             # No grouped CV possible (or asked for): in-sample residuals understate the error,
             # so take the 5th-95th percentile instead of the 10th-90th and say so.
-            residuals = ts.y - pipeline.predict(ts.frame)
+            residuals = ts.y - pipeline.predict(frame)
             low, high = np.quantile(residuals, [0.05, 0.95])
             interval: dict[str, tuple[float, float]] = {"*": (float(low), float(high))}
             target_metrics["interval"] = {"calibration": "in-sample (5th-95th percentile)"}

@@ -13,6 +13,7 @@ storing skops artifacts, activation and rollback.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -259,8 +260,11 @@ def _float(value: Any) -> float | None:
 def train_model(
     cells: Sequence[FleetCell], catalog: Any, *, include_public: bool, cv: bool, progress: Progress | None
 ) -> tuple[Any, dict[str, Any]]:
-    """Observations and a fit, in the calling thread (CPU-bound: run it off the event loop)."""
-    from advisor.ml.dataset import fleet_observations, public_dataset
+    """Observations and a fit, in the calling thread (CPU-bound: run it off the event loop).
+
+    ``cells`` is consumed: a list is emptied once its observations are in the training sets.
+    """
+    from advisor.ml.dataset import iter_fleet_observations, public_dataset
     from advisor.ml.train import build_training_sets, fit
 
     info: dict[str, Any] = {
@@ -268,11 +272,13 @@ def train_model(
         "fleet_runs": sum(c.runs for c in cells),
         "public": include_public,
     }
-    fleet, info["fleet_cells_skipped"] = fleet_observations(cells, catalog)
-    sets = build_training_sets((public_dataset(catalog) if include_public else []) + fleet)
-    # The observations (and their rooflines) are in the training sets' arrays now: let them go
-    # before the fit, which is where the memory peaks.
-    del fleet
+    skipped: list[FleetCell] = []
+    fleet = iter_fleet_observations(cells, catalog, on_skip=skipped.append)
+    # Streamed: only the training arrays are kept, never every cell's roofline at once.
+    sets = build_training_sets(itertools.chain(public_dataset(catalog) if include_public else [], fleet))
+    info["fleet_cells_skipped"] = len(skipped)
+    if isinstance(cells, list):
+        cells.clear()  # consumed: the fit's peak can reuse their memory
     return fit(sets, cv=cv, progress=progress), info
 
 

@@ -27,7 +27,7 @@ def test_equals_pipeline_on_training_rows(public_fit: FitResult, public_observat
     sets = build_training_sets(public_observations)
     for target, head in public_fit.model.heads.items():
         compiled = CompiledPipeline.from_pipeline(head.pipeline)
-        rows = sets[target].rows
+        rows = sets[target].rows()
         with threadpool_limits(1):
             expected = head.pipeline.predict(sets[target].frame)
         np.testing.assert_allclose(compiled.predict(rows), expected, atol=1e-12)
