@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
-from sqlalchemy import ColumnElement, Integer, case, cast, func, null, or_, select, update
+from sqlalchemy import ColumnElement, case, func, null, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
@@ -166,14 +166,15 @@ def _uncached(column: Any) -> ColumnElement[Any]:
 
 
 def _bucket(column: Any) -> ColumnElement[Any]:
-    """A workload mean's bucket: exact below 16, then eight linear steps per doubling (each
-    bucket within 12.5 % of its neighbours). Benchmarks report means that differ run to run
-    (2047.6 prompt tokens, then 2051.2), and runs that differ by so little are one workload."""
-    whens: list[tuple[Any, Any]] = [(column.is_(None), null()), (column < 16, cast(func.round(column), Integer))]
+    """A workload mean's bucket: itself rounded below 16, then the nearest of eight evenly spaced
+    points per doubling (2048, 2304, 2560, …: neighbours within 12.5 %). The points include every
+    power of two, so means either side of one (2047.6 and 2051.2 prompt tokens, as benchmarks
+    report them run to run) share a bucket. Runs that differ by so little are one workload."""
+    whens: list[tuple[Any, Any]] = [(column.is_(None), null()), (column < 16, func.round(column))]
     for k in range(4, 31):
-        low = 2**k
-        whens.append((column < 2 * low, k * 100 + cast((column - low) / (low / 8), Integer)))
-    return case(*whens, else_=9999)
+        low, step = 2**k, 2 ** (k - 3)
+        whens.append((column < 2 * low, low + func.round((column - low) / step) * step))
+    return case(*whens, else_=column)
 
 
 async def fleet_cells(session: AsyncSession) -> list[FleetCell]:
