@@ -21,9 +21,11 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.pipeline import Pipeline
 
-__all__ = ["CompiledPipeline"]
+__all__ = ["ROW_BY_ROW", "CompiledPipeline"]
 
 _IDENTITY_LOSSES = {"squared_error", "absolute_error", "quantile"}
+#: Up to this many rows the plain-Python walk beats numpy's per-call overhead.
+ROW_BY_ROW = 4
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,9 @@ class CompiledPipeline:
     known_bitsets: npt.NDArray[np.uint32]
     known_index: npt.NDArray[np.intp]
     depth: int
+    #: The same trees as nested Python tuples, for one row at a time: numpy's per-call overhead
+    #: dominates arrays of one row (see :meth:`predict_row`).
+    nodes: tuple[tuple[tuple[Any, ...], ...], ...] = ()
 
     @classmethod
     def from_pipeline(cls, pipeline: Pipeline) -> CompiledPipeline:
@@ -92,6 +97,29 @@ class CompiledPipeline:
             offset += raw.shape[0]
         known, index = model._bin_mapper.make_known_categories_bitsets()
         depth = max(int(tree.nodes["depth"].max()) for tree in trees)
+        packed = np.concatenate(left_bitsets)
+        known_rows = np.asarray(known, dtype=np.uint32)
+        known_index = np.asarray(index, dtype=np.intp)
+        python_trees = tuple(
+            tuple(
+                (
+                    bool(node["is_leaf"]),
+                    float(node["value"]),
+                    int(node["feature_idx"]),
+                    float(node["num_threshold"]),
+                    bool(node["missing_go_to_left"]),
+                    int(node["left"]),
+                    int(node["right"]),
+                    bool(node["is_categorical"]),
+                    tuple(int(w) for w in packed[bitset[t, i]]) if node["is_categorical"] else (),
+                    tuple(int(w) for w in known_rows[known_index[int(node["feature_idx"])]])
+                    if node["is_categorical"]
+                    else (),
+                )
+                for i, node in enumerate(tree.nodes)
+            )
+            for t, tree in enumerate(trees)
+        )
         return cls(
             n_categorical=len(categories),
             categories=categories,
@@ -105,10 +133,11 @@ class CompiledPipeline:
             is_leaf=is_leaf,
             is_categorical=is_categorical,
             bitset=bitset,
-            left_bitsets=np.concatenate(left_bitsets),
-            known_bitsets=np.asarray(known, dtype=np.uint32),
-            known_index=np.asarray(index, dtype=np.intp),
+            left_bitsets=packed,
+            known_bitsets=known_rows,
+            known_index=known_index,
             depth=depth,
+            nodes=python_trees,
         )
 
     def encode(self, rows: Sequence[Sequence[Any]]) -> npt.NDArray[np.float64]:
@@ -167,8 +196,39 @@ class CompiledPipeline:
             node = np.where(leaf, node, step)
         return np.asarray(self.baseline + np.take(self.value, node).sum(axis=1), dtype=np.float64)
 
+    def predict_row(self, x: Sequence[float]) -> float:
+        """The raw prediction for one encoded row, walking the trees in plain Python (the same
+        branch rules as :meth:`predict_encoded`)."""
+        total = self.baseline
+        for tree in self.nodes:
+            node = tree[0]
+            while not node[0]:
+                _, _, feature, threshold, missing_left, left, right, categorical, bits, known = node
+                v = x[feature]
+                if math.isnan(v):  # missing
+                    go_left = missing_left
+                elif categorical:
+                    if v < 0:
+                        go_left = missing_left
+                    else:
+                        code = int(v)
+                        if (bits[code >> 5] >> (code & 31)) & 1:
+                            go_left = True
+                        elif (known[code >> 5] >> (code & 31)) & 1:
+                            go_left = False
+                        else:
+                            go_left = missing_left
+                else:
+                    go_left = v <= threshold
+                node = tree[left if go_left else right]
+            total += node[1]
+        return total
+
     def predict(self, rows: Sequence[Sequence[Any]]) -> npt.NDArray[np.float64]:
         """Raw predictions for feature rows."""
         if not rows:
             return np.empty(0)
-        return self.predict_encoded(self.encode(rows))
+        encoded = self.encode(rows)
+        if len(rows) <= ROW_BY_ROW:
+            return np.array([self.predict_row(row) for row in encoded.tolist()], dtype=np.float64)
+        return self.predict_encoded(encoded)

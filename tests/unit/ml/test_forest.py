@@ -60,6 +60,11 @@ def test_equals_pipeline_on_arbitrary_rows(public_fit: FitResult, rows: list[tup
         compiled = CompiledPipeline.from_pipeline(head.pipeline)
         with threadpool_limits(1):  # tiny batches: OpenMP start-up would dominate the test
             expected = head.pipeline.predict(feature_frame(rows))
+        encoded = compiled.encode(rows)
+        # all three evaluators: the array walk, the plain-Python walk, the estimator's own predict
+        np.testing.assert_allclose(compiled.predict_encoded(encoded), expected, atol=1e-12)
+        np.testing.assert_allclose([compiled.predict_row(r) for r in encoded.tolist()], expected, atol=1e-12)
+        np.testing.assert_allclose(compiled.predict_large(head.pipeline, rows), expected, atol=1e-12)
         np.testing.assert_allclose(compiled.predict(rows), expected, atol=1e-12)
 
 
