@@ -19,6 +19,7 @@ from advisor.client.gate import evaluate_gate, results_of
 from advisor.client.http import AdvisorClient, Rejected
 from advisor.client.options import (
     EXIT_GATE,
+    EXIT_UNREACHABLE,
     client_options,
     context_from_options,
     context_options,
@@ -630,12 +631,26 @@ def model_list(ctx: click.Context, /, **p: Any) -> None:
     if p["output"] == "json":
         _emit(render_json(body))
         return
-    items = body.get("items", body.get("models", [])) if isinstance(body, dict) else body
-    rows = [
-        [m.get("version"), m.get("active"), m.get("created_at"), fmt(m.get("cv_error") or m.get("metrics"))]
-        for m in items or []
-    ]
-    _emit(table(["version", "active", "created", "cv error"], rows))
+    rows = []
+    for m in body if isinstance(body, list) else []:
+        # summary: {target: {scheme: {"mdape": {"model": ...}, "coverage": ...}}} (GET /api/v1/models)
+        hardware = {
+            t: (s.get("hardware") or {}).get("mdape", {}).get("model") for t, s in (m.get("summary") or {}).items()
+        }
+        rows.append(
+            [
+                m.get("version"),
+                "*" if m.get("is_active") else "",
+                m.get("created_at"),
+                m.get("n_train"),
+                fmt(hardware.get("decode_tok_s")),
+                fmt(hardware.get("prefill_tok_s")),
+            ]
+        )
+    if not rows:
+        _emit("no fitted versions yet: expectations come from the physics prior (`advisor model fit`)")
+        return
+    _emit(table(["version", "active", "created", "n", "decode MdAPE", "prefill MdAPE"], rows))
 
 
 @model_group.command("fit")
@@ -648,11 +663,18 @@ def model_fit(ctx: click.Context, /, activate: bool | None, **p: Any) -> None:
     """Fit a new model version on the reference data and the fleet's runs."""
     options = {} if activate is None else {"activate": activate}
     with make_client(ctx, p["url"], p["token"], p["timeout"], p["retries"]) as client:
-        body = client.fit_model(options)
+        job = client.wait_for_job(client.fit_model(options))
     if p["output"] == "json":
-        _emit(render_json(body))
-        return
-    _emit("\n".join(f"{k}: {fmt(v)}" for k, v in body.items()))
+        _emit(render_json(job))
+    else:
+        result = job.get("result") or {}
+        _emit(
+            f"fit job {job.get('id')}: {job.get('status')}"
+            + (f", version {result['version']}" if result.get("version") else "")
+            + (f" ({job['error']})" if job.get("error") else "")
+        )
+    if job.get("status") != "succeeded":
+        ctx.exit(EXIT_UNREACHABLE)  # the server could not fit (see the job error), or it timed out
 
 
 # ------------------------------------------------------------------------------------------------

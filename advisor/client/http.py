@@ -312,7 +312,20 @@ class AdvisorClient:
         return self._json("GET", "models")
 
     def fit_model(self, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Start a fit; the answer is a job (``{id, status, ...}``) to poll with :meth:`job`."""
         return dict(self._json("POST", "models/fit", json=dict(options or {})))
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        return dict(self._json("GET", f"models/jobs/{job_id}"))
+
+    def wait_for_job(self, job: Mapping[str, Any], *, timeout: float = 600.0, interval: float = 1.0) -> dict[str, Any]:
+        """Poll a background job until it succeeds or fails (or ``timeout`` seconds pass)."""
+        current = dict(job)
+        deadline = time.monotonic() + timeout
+        while current.get("status") in ("queued", "running") and time.monotonic() < deadline:
+            self.sleep(interval)
+            current = self.job(int(current["id"]))
+        return current
 
     def health(self) -> dict[str, Any]:
         response = self.http.get("/health")

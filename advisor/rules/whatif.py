@@ -111,13 +111,29 @@ def reanalyse(
         return None
 
 
-def _expected(ctx: RunContext, roofline: Roofline, hardware: HardwareSpec | None, metric: str) -> float | None:
+def _expected(
+    ctx: RunContext,
+    roofline: Roofline,
+    hardware: HardwareSpec | None,
+    metric: str,
+    *,
+    quant: QuantSpec | None = None,
+    model: ModelSpec | None = None,
+) -> float | None:
     fn = ctx.expectations_fn
     hw = hardware or ctx.hardware
     if fn is None or hw is None:
         return None
     try:
-        exp = fn(roofline, runtime=ctx.runtime or "other", hardware_kind=hw.kind)
+        # The specs let a fitted model see what changed (another device, format or model).
+        exp = fn(
+            roofline,
+            runtime=ctx.runtime or "other",
+            hardware_kind=hw.kind,
+            hardware=hw,
+            model=model or ctx.model,
+            quant=quant or ctx.quant,
+        )
     except (ValueError, KeyError, LookupError, TypeError, ArithmeticError):
         return None
     band = getattr(exp, metric, None)
@@ -125,25 +141,39 @@ def _expected(ctx: RunContext, roofline: Roofline, hardware: HardwareSpec | None
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
-def decode_ratio(ctx: RunContext, new: Roofline, *, hardware: HardwareSpec | None = None) -> float | None:
-    """Predicted per-stream decode of ``new`` ÷ that of the current setup."""
+def decode_ratio(
+    ctx: RunContext,
+    new: Roofline,
+    *,
+    hardware: HardwareSpec | None = None,
+    quant: QuantSpec | None = None,
+    model: ModelSpec | None = None,
+) -> float | None:
+    """Predicted per-stream decode of ``new`` ÷ that of the current setup (pass what changed)."""
     cur = ctx.roofline
     if cur is None:
         return None
     a = _expected(ctx, cur, None, "decode_tok_s")
-    b = _expected(ctx, new, hardware, "decode_tok_s")
+    b = _expected(ctx, new, hardware, "decode_tok_s", quant=quant, model=model)
     if a and b:
         return b / a
     return new.decode_ceiling_batch_tok_s / cur.decode_ceiling_batch_tok_s
 
 
-def prefill_ratio(ctx: RunContext, new: Roofline, *, hardware: HardwareSpec | None = None) -> float | None:
+def prefill_ratio(
+    ctx: RunContext,
+    new: Roofline,
+    *,
+    hardware: HardwareSpec | None = None,
+    quant: QuantSpec | None = None,
+    model: ModelSpec | None = None,
+) -> float | None:
     """Predicted prefill speed of ``new`` ÷ that of the current setup."""
     cur = ctx.roofline
     if cur is None or cur.prefill_ceiling_tok_s is None or new.prefill_ceiling_tok_s is None:
         return None
     a = _expected(ctx, cur, None, "prefill_tok_s")
-    b = _expected(ctx, new, hardware, "prefill_tok_s")
+    b = _expected(ctx, new, hardware, "prefill_tok_s", quant=quant, model=model)
     if a and b:
         return b / a
     return new.prefill_ceiling_tok_s / cur.prefill_ceiling_tok_s

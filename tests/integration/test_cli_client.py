@@ -298,3 +298,20 @@ def test_rules_list_and_show(client: Any) -> None:
     unknown = run_cli(client, "rules", "show", "PRE0002")
     assert unknown.exit_code == EXIT_REJECTED
     assert "PRE002" in unknown.stderr
+
+
+def test_model_fit_polls_the_job_and_list_shows_the_active_version(client: Any) -> None:
+    empty = run_cli(client, "model", "list")
+    assert empty.exit_code == EXIT_OK
+    assert "physics prior" in empty.output
+
+    fitted = run_cli(client, "model", "fit", "--activate", "-o", "json")
+    assert fitted.exit_code == EXIT_OK, fitted.output
+    job = json.loads(fitted.output)
+    assert job["status"] == "succeeded"
+    version = job["result"]["version"]
+
+    listed = run_cli(client, "model", "list")
+    assert listed.exit_code == EXIT_OK
+    line = next(row for row in listed.output.splitlines() if version in row)
+    assert "*" in line  # the active version is marked

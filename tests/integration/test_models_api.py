@@ -236,3 +236,21 @@ def test_automatic_refit_after_n_new_runs(clean_db: str) -> None:
             await engine.dispose()
 
     asyncio.run(scenario())
+
+
+def test_ingestion_and_advice_use_the_active_fitted_model(client: Any) -> None:
+    run = {
+        "deployment": "chat-prod",
+        "setup": {"runtime": "vllm", "hardware": "nvidia-a10g", "model": "llama-3.1-8b", "quantization": "bf16"},
+        "workload": {"concurrency": 1, "prompt_tokens_mean": 512, "output_tokens_mean": 256},
+        "metrics": {"decode_tok_s": 30.0, "ttft_ms": {"p50": 120, "p99": 200}},
+    }
+    before = client.post("/api/v1/advise", json=run).json()
+    assert before["expectations"]["model_version"] == "physics-prior-1"
+
+    version = _fit(client, activate=True)["result"]["version"]
+    advised = client.post("/api/v1/advise", json=run).json()
+    assert advised["expectations"]["model_version"] == version
+    stored = client.post("/api/v1/runs", json=run)
+    assert stored.status_code == 201, stored.text
+    assert stored.json()["expectations"]["model_version"] == version

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -49,6 +50,23 @@ def _parse(request: Request[Any, Any, Any], body: bytes, format_id: str) -> Pars
         header_context=from_headers,
         file_name=file_name,
     )
+
+
+_BACKGROUND: set[asyncio.Task[Any]] = set()
+
+
+async def _maybe_refit(request: Request[Any, Any, Any]) -> None:
+    """Start a background refit after enough new runs (ADVISOR_MODEL_REFIT_AFTER_RUNS; 0: never).
+    Never blocks or fails the submission."""
+    threshold = request.app.state.settings.model.refit_after_runs
+    if threshold <= 0:
+        return
+    from advisor.domain.models.services import schedule_refit_if_due
+
+    task = await schedule_refit_if_due(request.app.state.sqlalchemy_config.create_session_maker(), threshold)
+    if task is not None:
+        _BACKGROUND.add(task)  # keep a reference until it finishes (asyncio holds tasks weakly)
+        task.add_done_callback(_BACKGROUND.discard)
 
 
 def _answer(results: list[RunResult], *, status_new: int = HTTP_201_CREATED) -> Response[Any]:
@@ -110,6 +128,8 @@ class RunController(Controller):
             idempotency_key=request.headers.get("idempotency-key"),
             submitted_by=parsed.context.submitted_by,
         )
+        if any(r.created for r in results):
+            await _maybe_refit(request)
         return _answer(results)
 
     @post(
@@ -144,7 +164,10 @@ class RunController(Controller):
             except MalformedInput as exc:
                 exc.field = f"items[{index}]"
                 raise
-        return await ingestion.bulk(parsed, raw=body, content_type=request.headers.get("content-type"))
+        result = await ingestion.bulk(parsed, raw=body, content_type=request.headers.get("content-type"))
+        if result.created:
+            await _maybe_refit(request)
+        return result
 
     @get("/", summary="List runs, newest first (cursor pagination, with the filtered total)")
     async def list_runs(

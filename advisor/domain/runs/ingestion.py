@@ -21,6 +21,7 @@ from advisor.canonical import SLO
 from advisor.db.models import Deployment, Run
 from advisor.domain.catalog.services import CatalogService
 from advisor.domain.deployments.services import DeploymentService
+from advisor.domain.models.provider import expectations_fn_for
 from advisor.domain.runs.analysis import Analysis, analyse
 from advisor.domain.runs.schemas import BulkResult, RunResult
 from advisor.domain.runs.services import (
@@ -38,6 +39,7 @@ from advisor.domain.runs.submission import (
     normalise_run,
 )
 from advisor.errors import Conflict, InvalidInput
+from advisor.rules.context import ExpectationsFn
 
 __all__ = ["IngestionService", "PreparedRun", "writer_lock"]
 
@@ -83,6 +85,7 @@ class IngestionService:
         self.raws = RawPayloadService(session=session)
         self.deployments = DeploymentService(session=session)
         self.catalogs = CatalogService(session=session)
+        self._expectations_fn: ExpectationsFn | None = None  # the fitted model in force, or the prior
 
     async def prepare(self, parsed: ParsedSubmission) -> list[PreparedRun]:
         catalog = await self.catalogs.current()
@@ -113,7 +116,15 @@ class IngestionService:
         baseline = await self.runs.baseline(
             exclude, deployment_id=deployment.id if deployment is not None else None, values=values
         )
-        return analyse(run, slo=_slo_of(deployment, slo), baseline=baseline, catalog=await self.catalogs.current())
+        if self._expectations_fn is None:
+            self._expectations_fn = await expectations_fn_for(self.session)
+        return analyse(
+            run,
+            slo=_slo_of(deployment, slo),
+            baseline=baseline,
+            catalog=await self.catalogs.current(),
+            expectations_fn=self._expectations_fn,
+        )
 
     async def analyse_stored(self, row: Run, *, commit: bool = True) -> Analysis:
         """Analyse a stored run that has no analysis yet (bulk-loaded) and store the result."""

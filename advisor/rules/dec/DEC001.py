@@ -72,7 +72,7 @@ class NearCeilingWithWideWeights(Rule):
         target_bits, key = self._target(ctx, bits)
         target = whatif.quant_spec(ctx, key)
         new = whatif.reanalyse(ctx, quant=target)
-        ratio = whatif.decode_ratio(ctx, new) if new is not None else None
+        ratio = whatif.decode_ratio(ctx, new, quant=target) if new is not None else None
         if ratio is None or ratio <= 1.0:
             return None
         to = decode * ratio

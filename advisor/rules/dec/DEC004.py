@@ -145,5 +145,5 @@ class QuantizationExhausted(Rule):
             return None
         best = max(same, key=lambda m: (m.active_params_b, m.id))
         new = whatif.reanalyse(ctx, model=best)
-        ratio = whatif.decode_ratio(ctx, new) if new is not None else None
+        ratio = whatif.decode_ratio(ctx, new, model=best) if new is not None else None
         return (best, decode * ratio) if ratio else None
