@@ -55,7 +55,9 @@ def _fit(client: Any, **body: Any) -> dict[str, Any]:
 
 def test_fit_list_activate_predict_rollback(client: Any) -> None:
     assert client.get("/api/v1/models").json() == []
-    assert client.post("/api/v1/predict", json=PREDICT).json()["model_version"] == "physics-prior-1"
+    prior = client.post("/api/v1/predict", json=PREDICT).json()
+    assert prior["model_version"] == "physics-prior-1"
+    assert prior["ttft_p99_ms"] is None  # the physics prior predicts no tails
 
     job = _fit(client, notes="first")
     version = job["result"]["version"]

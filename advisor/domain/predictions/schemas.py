@@ -43,6 +43,9 @@ class PredictOut(msgspec.Struct, kw_only=True):
     expectation_source: str
     resolved: dict[str, Any]
     notes: list[str]
+    #: Tail latencies, when the fitted model in force predicts them (the physics prior does not).
+    ttft_p99_ms: Band | None = None
+    itl_p99_ms: Band | None = None
 
 
 class HardwareRanking(msgspec.Struct, kw_only=True):

@@ -18,6 +18,10 @@ def _band(ceiling: float | None, band: Any) -> Band:
     return Band(ceiling=ceiling, expected=band.expected, low=band.low, high=band.high)
 
 
+def _tail(floor: float | None, band: Any) -> Band | None:
+    return _band(floor, band) if band is not None else None
+
+
 def _int(value: float | None, default: int) -> int:
     return round(value) if value is not None else default
 
@@ -91,6 +95,8 @@ def predict(catalog: Any, setup: Setup, workload: Workload, expectations_fn: Any
         expectation_source=exp.source,
         resolved={"hardware": hw.id, "model": model.id, "quantization": quant.id},
         notes=notes,
+        ttft_p99_ms=_tail(roofline.ttft_floor_ms, getattr(exp, "ttft_p99_ms", None)),
+        itl_p99_ms=_tail(roofline.itl_floor_ms, getattr(exp, "itl_p99_ms", None)),
     )
 
 
