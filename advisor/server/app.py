@@ -93,6 +93,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
         ),
         request_max_body_size=settings.server.max_body_bytes,
+        # The engine is created here, not by the plugin, so closing its pool is ours to do.
+        on_shutdown=[sqlalchemy_config.get_engine().dispose],
         response_cache_config=ResponseCacheConfig(default_expiration=60),
         debug=settings.server.debug,
     )
