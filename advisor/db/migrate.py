@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
-from contextlib import redirect_stdout
 
 from advanced_alchemy.alembic.commands import AlembicCommands
 from alembic.runtime.migration import MigrationContext
@@ -65,10 +63,3 @@ def current_revision(settings: DatabaseSettings) -> str | None:
             await engine.dispose()
 
     return asyncio.run(_run())
-
-
-def quiet(fn: object) -> str:  # pragma: no cover - helper for the CLI
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        fn()  # type: ignore[operator]
-    return buf.getvalue()

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["BulkResult", "RecommendationOut", "RunOut", "RunPage", "RunResult", "RunResultDoc", "StatusIn"]
+__all__ = ["BulkResult", "RunOut", "RunPage", "RunResult", "RunResultDoc", "StatusIn"]
 
 
 class RunOut(msgspec.Struct, kw_only=True):
@@ -28,28 +28,6 @@ class RunOut(msgspec.Struct, kw_only=True):
     source: dict[str, Any]
     efficiency: dict[str, float | None]
     links: dict[str, str]
-
-
-class RecommendationOut(msgspec.Struct, kw_only=True):
-    """One ranked recommendation (DESIGN §4 shape) plus its stored id and status."""
-
-    id: int
-    rank: int
-    rule_id: str
-    name: str
-    action: str
-    phase: str | None
-    severity: str
-    score: float
-    title: str
-    evidence: list[Any]
-    fix: dict[str, Any]
-    expected_gain: dict[str, Any] | None
-    confidence: float | None
-    status: str
-    status_note: str | None
-    status_changed_at: datetime | None
-    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class RunResult(msgspec.Struct, kw_only=True):
