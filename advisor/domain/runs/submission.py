@@ -56,30 +56,10 @@ class SubmissionContext(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
     submitted_by: str | None = None
 
 
-#: Context fields that are plain scalars on query strings and headers.
-CONTEXT_FIELDS: tuple[str, ...] = (
-    "deployment",
-    "hardware",
-    "model",
-    "quantization",
-    "runtime",
-    "runtime_version",
-    "gpu_count",
-    "tensor_parallel",
-    "kv_cache_dtype",
-    "max_model_len",
-    "measured_at",
-)
-_SETUP_FIELDS = (
-    "hardware",
-    "model",
-    "quantization",
-    "runtime",
-    "runtime_version",
-    "gpu_count",
-    "tensor_parallel",
-    "kv_cache_dtype",
-    "max_model_len",
+#: Context fields that are plain scalars on query strings and headers (the dict-valued ones have
+#: their own repeatable ``k=v`` syntax; submitted_by only comes in a wrapper's context).
+CONTEXT_FIELDS: tuple[str, ...] = tuple(
+    f for f in SubmissionContext.__struct_fields__ if f not in ("engine_args", "labels", "slo", "submitted_by")
 )
 
 Role = Literal["benchmark", "metrics", "metrics_before", "metrics_after"]
