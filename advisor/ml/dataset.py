@@ -260,6 +260,9 @@ class PublicObservation:
     measured: float
     source: str
     hardware_name: str
+    #: Measured at an unknown batch (a request-rate benchmark): the batch-1 roofline is the wrong
+    #: ceiling, so the efficiency is only a lower bound of the batch-1 efficiency.
+    batch_unknown: bool = False
 
     @property
     def efficiency(self) -> float:
@@ -298,8 +301,16 @@ class _RowSetup:
     source: str
     hardware_name: str
 
-    def observe(self, phase: Literal["decode", "prefill"], measured: float, args: dict[str, Any]) -> PublicObservation:
+    def observe(
+        self,
+        phase: Literal["decode", "prefill"],
+        measured: float,
+        args: dict[str, Any],
+        *,
+        batch_unknown: bool = False,
+    ) -> PublicObservation:
         return PublicObservation(
+            batch_unknown=batch_unknown,
             phase=phase,
             family=self.family,
             runtime=self.runtime,
@@ -374,6 +385,7 @@ def public_observations(
         prefill = _num(row["prefill_tok_s"])
 
         measured_decode: float | None = None
+        batch_unknown = False
         decode_args: dict[str, Any] = {}
         if source == "LCPP_BENCH_DGXSPARK" and "batched-bench" in notes and decode:
             measured_decode = decode / batch  # aggregate over B sequences → per sequence
@@ -392,6 +404,7 @@ def public_observations(
             if tpot:
                 measured_decode = 1000.0 / float(tpot.group(1))
                 decode_args = {"tensor_parallel": tp}  # ShareGPT: batch and context unknown
+                batch_unknown = True
         elif decode and batch == 1 and source not in ("NIM_L33_70B", "TRTLLM_PERF"):
             measured_decode = decode
             # llama-bench tgN generates from an empty prompt (prompt 0, not unknown); LM Studio
@@ -402,7 +415,7 @@ def public_observations(
                 "kv_depth_tokens": depth,
             }
         if measured_decode:
-            yield setup.observe("decode", measured_decode, decode_args)
+            yield setup.observe("decode", measured_decode, decode_args, batch_unknown=batch_unknown)
 
         measured_prefill: float | None = None
         prefill_args: dict[str, Any] = {}

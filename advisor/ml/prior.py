@@ -18,8 +18,10 @@ records ``measured / ceiling``:
 * decode: llama-bench tgN (batch 1, from an empty context: output N, mean context N/2) and
   tg32 at a KV depth; llama-batched-bench per-sequence rate (aggregate ÷ B) at depth PP with
   batch B; NIM ``1000 / ITL`` at concurrency ≤ 50 with TP2 (higher concurrency saturates);
-  SGLang/vLLM ``1000 / median TPOT`` at 4 and 8 req/s (batch and context unknown: batch 1, no
-  context); LM Studio MLX/GGUF generation rates (context unknown).
+  SGLang/vLLM ``1000 / median TPOT`` at 4 and 8 req/s (batch and context unknown); LM Studio
+  MLX/GGUF generation rates (context unknown). Rows at an unknown batch are compared with the
+  batch-1 ceiling, which is too high for them, so they only lower a cell's 10th percentile and
+  never set its median.
 * prefill: llama-bench ppN (depth 0 or the stated KV depth), llama-batched-bench PP rate, and
   NIM ``prompt / TTFT`` at concurrency 1. Rows the source flags as anomalous are skipped.
 * Skipped: TensorRT-LLM offline throughput (aggregate over an unknown batch, no per-sequence
@@ -105,11 +107,11 @@ DECODE_EFFICIENCY: dict[tuple[str, str], EfficiencyPrior] = {
     ("llamacpp", "cpu"): EfficiencyPrior(0.305, 0.100, 0.772, 42),
     ("llamacpp", "gpu"): EfficiencyPrior(0.717, 0.467, 0.908, 254),
     ("mlx", "apple_soc"): EfficiencyPrior(0.804, 0.442, 0.851, 9),
-    ("server", "gpu"): EfficiencyPrior(0.444, 0.364, 0.578, 12),
-    ("*", "*"): EfficiencyPrior(0.702, 0.410, 0.878, 444),
+    ("server", "gpu"): EfficiencyPrior(0.489, 0.318, 0.907, 4),
+    ("*", "*"): EfficiencyPrior(0.706, 0.413, 0.879, 436),
     ("*", "apple_soc"): EfficiencyPrior(0.724, 0.442, 0.851, 136),
     ("*", "cpu"): EfficiencyPrior(0.305, 0.100, 0.772, 42),
-    ("*", "gpu"): EfficiencyPrior(0.707, 0.447, 0.905, 266),
+    ("*", "gpu"): EfficiencyPrior(0.712, 0.460, 0.907, 258),
 }
 PREFILL_EFFICIENCY: dict[tuple[str, str], EfficiencyPrior] = {
     ("llamacpp", "apple_soc"): EfficiencyPrior(0.734, 0.515, 0.872, 122),
@@ -238,9 +240,13 @@ def calibrate(
     model's training data shares.
     """
     observed: dict[str, dict[tuple[str, str], list[float]]] = {"decode": {}, "prefill": {}}
+    lower_bounds: dict[str, dict[tuple[str, str], list[float]]] = {"decode": {}, "prefill": {}}
     for item in public_observations(rows, model_shape):
         kind = _prefill_kind(item.roofline, item.kind) if item.phase == "prefill" else item.kind
-        observed[item.phase].setdefault((item.family, kind), []).append(item.efficiency)
+        # Rows measured at an unknown batch are judged against the batch-1 ceiling, which is too
+        # high for them: they only say how low efficiency can go, so they widen the band's low end.
+        target = lower_bounds if item.batch_unknown else observed
+        target[item.phase].setdefault((item.family, kind), []).append(item.efficiency)
 
     tables: dict[str, dict[tuple[str, str], EfficiencyPrior]] = {}
     for phase, cells in observed.items():
@@ -255,6 +261,10 @@ def calibrate(
                 table[key] = EfficiencyPrior(
                     prior.median, min(prior.p10, wider.p10), max(prior.p90, wider.p90), prior.n
                 )
+        for key, values in lower_bounds[phase].items():
+            if key in table:
+                prior = table[key]
+                table[key] = EfficiencyPrior(prior.median, min(prior.p10, *values), prior.p90, prior.n)
         tables[phase] = table
     return tables
 

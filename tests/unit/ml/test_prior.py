@@ -199,14 +199,34 @@ def test_calibrate_by_hand() -> None:
 
 
 def test_calibrate_widens_thin_cells() -> None:
+    # A NIM row at concurrency 1 decoding at 0.64 x 62.5 tok/s (ITL = 1000 / 40 = 25 ms).
     rows = [_row(decode_tok_s=str(62.5 * eff)) for eff in (0.2, 0.5, 0.9)] + [
-        _row(source_id="SGLANG_V030", runtime="SGLang v0.3.0", notes="median TPOT=25.0 ms")  # 0.64 x 62.5
+        _row(
+            source_id="NIM_L33_70B", runtime="NVIDIA NIM 1.8.0", itl_ms="25.0", prompt_tokens="100", output_tokens="100"
+        )
     ]
     tables = calibrate(rows, lambda _name: None)
     server = tables["decode"]["server", "gpu"]
-    assert server.n == 1 and server.median == pytest.approx(0.64)
+    assert server.n == 1 and server.median == pytest.approx(0.64, rel=0.02)
     pooled = tables["decode"]["*", "gpu"]
     assert (server.p10, server.p90) == (pooled.p10, pooled.p90)
+
+
+def test_rows_at_an_unknown_batch_only_lower_the_band() -> None:
+    # SGLang/vLLM request-rate rows: TPOT at an unknown batch, judged against the batch-1 ceiling.
+    nim = _row(
+        source_id="NIM_L33_70B", runtime="NVIDIA NIM 1.8.0", itl_ms="25.0", prompt_tokens="100", output_tokens="100"
+    )
+    rate_rows = [
+        _row(source_id="SGLANG_V030", runtime="SGLang v0.3.0", notes=f"median TPOT={tpot} ms") for tpot in (80.0, 160.0)
+    ]
+    rows = [_row(decode_tok_s=str(62.5 * eff)) for eff in (0.2, 0.5, 0.9)]
+    with_rate = calibrate([*rows, nim, *rate_rows], lambda _name: None)["decode"]["server", "gpu"]
+    without = calibrate([*rows, nim], lambda _name: None)["decode"]["server", "gpu"]
+    assert with_rate.median == without.median  # the unknown-batch rows never move the median
+    assert with_rate.n == without.n == 1
+    assert with_rate.p10 == pytest.approx(1000 / 160.0 / 62.5)  # ... but they lower the band's low end
+    assert with_rate.p90 == without.p90
 
 
 def test_calibrate_uses_model_shapes_for_kv() -> None:
