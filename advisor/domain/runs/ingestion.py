@@ -208,13 +208,17 @@ class IngestionService:
             if name and name not in known:
                 known[name] = await self.deployments.get_by_name(name)
             analyses[item.index] = await self._analyse(item, known.get(name) if name else None, parsed.slo)
+        # Deployments that exist and that this submission does not change need no second look.
+        known_ids = {name: d.id for name, d in known.items() if d is not None} if parsed.slo is None else {}
         # The reads above ran outside a transaction (SQLite's driver begins one at the first write);
         # end any that was opened so the write phase starts from a fresh snapshot.
         await self.session.rollback()
 
         async with writer_lock(self.session):
             try:
-                results = await self._write(parsed, prepared, existing, analyses, idempotency_key, submitted_by)
+                results = await self._write(
+                    parsed, prepared, existing, analyses, idempotency_key, submitted_by, known_ids
+                )
             except Exception as exc:
                 await self.session.rollback()
                 if not is_integrity_error(exc):
@@ -250,6 +254,7 @@ class IngestionService:
         analyses: dict[int, Analysis],
         idempotency_key: str | None,
         submitted_by: str | None,
+        known_ids: dict[str, int],
     ) -> list[RunResult]:
         raw_id = await self.raws.store(
             parsed.raw,
@@ -269,9 +274,13 @@ class IngestionService:
             if run.deployment:
                 deployment = deployments.get(run.deployment)
                 if deployment is None:
-                    deployment = await self.deployments.ensure(
-                        run.deployment, runtime=run.setup.runtime, slo=parsed.slo
-                    )
+                    if run.deployment in known_ids:
+                        # A detached stand-in for the response: the row exists and stays as it is.
+                        deployment = Deployment(id=known_ids[run.deployment], name=run.deployment)
+                    else:
+                        deployment = await self.deployments.ensure(
+                            run.deployment, runtime=run.setup.runtime, slo=parsed.slo
+                        )
                     deployments[run.deployment] = deployment
             values = run_columns(
                 run,

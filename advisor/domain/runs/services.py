@@ -15,6 +15,8 @@ import msgspec
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 from sqlalchemy import Select, Table, and_, func, insert, or_, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from advisor.canonical import CanonicalRun, run_to_builtins
@@ -144,12 +146,12 @@ class RawPayloadService(SQLAlchemyAsyncRepositoryService[RawPayload]):
         Core statements, not the repository: this runs on every submission."""
         session = self.repository.session
         digest = hashlib.sha256(data).hexdigest()
-        found = (await session.execute(select(RawPayload.id).where(RawPayload.sha256 == digest))).scalar()
-        if found is not None:
-            return int(found)
         now = datetime.now(UTC)
+        dialect = session.get_bind().dialect.name
+        insert_fn = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        # One statement in the common case (new bytes): insert, or do nothing when they are known.
         inserted = await session.execute(
-            insert(RawPayload)
+            insert_fn(RawPayload)
             .values(
                 sha256=digest,
                 content_type=content_type,
@@ -161,9 +163,14 @@ class RawPayloadService(SQLAlchemyAsyncRepositoryService[RawPayload]):
                 created_at=now,
                 updated_at=now,
             )
+            .on_conflict_do_nothing(index_elements=["sha256"])
             .returning(RawPayload.id)
         )
-        return int(inserted.scalar_one())
+        new_id = inserted.scalar()
+        if new_id is not None:
+            return int(new_id)
+        found = (await session.execute(select(RawPayload.id).where(RawPayload.sha256 == digest))).scalar_one()
+        return int(found)
 
     @staticmethod
     def decompress(payload: RawPayload) -> bytes:
