@@ -141,6 +141,28 @@ def _expected(
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
+def _ratio(
+    ctx: RunContext,
+    new: Roofline,
+    metric: str,
+    ceiling: str,
+    *,
+    hardware: HardwareSpec | None,
+    quant: QuantSpec | None,
+    model: ModelSpec | None,
+) -> float | None:
+    """Expected ``metric`` of ``new`` ÷ that of the current setup; the ceilings' ratio when the
+    expectation function cannot answer."""
+    cur = ctx.roofline
+    if cur is None or getattr(cur, ceiling) is None or getattr(new, ceiling) is None:
+        return None
+    a = _expected(ctx, cur, None, metric)
+    b = _expected(ctx, new, hardware, metric, quant=quant, model=model)
+    if a and b:
+        return b / a
+    return float(getattr(new, ceiling) / getattr(cur, ceiling))
+
+
 def decode_ratio(
     ctx: RunContext,
     new: Roofline,
@@ -150,14 +172,7 @@ def decode_ratio(
     model: ModelSpec | None = None,
 ) -> float | None:
     """Predicted per-stream decode of ``new`` ÷ that of the current setup (pass what changed)."""
-    cur = ctx.roofline
-    if cur is None:
-        return None
-    a = _expected(ctx, cur, None, "decode_tok_s")
-    b = _expected(ctx, new, hardware, "decode_tok_s", quant=quant, model=model)
-    if a and b:
-        return b / a
-    return new.decode_ceiling_batch_tok_s / cur.decode_ceiling_batch_tok_s
+    return _ratio(ctx, new, "decode_tok_s", "decode_ceiling_batch_tok_s", hardware=hardware, quant=quant, model=model)
 
 
 def prefill_ratio(
@@ -168,15 +183,8 @@ def prefill_ratio(
     quant: QuantSpec | None = None,
     model: ModelSpec | None = None,
 ) -> float | None:
-    """Predicted prefill speed of ``new`` ÷ that of the current setup."""
-    cur = ctx.roofline
-    if cur is None or cur.prefill_ceiling_tok_s is None or new.prefill_ceiling_tok_s is None:
-        return None
-    a = _expected(ctx, cur, None, "prefill_tok_s")
-    b = _expected(ctx, new, hardware, "prefill_tok_s", quant=quant, model=model)
-    if a and b:
-        return b / a
-    return new.prefill_ceiling_tok_s / cur.prefill_ceiling_tok_s
+    """Predicted prefill speed of ``new`` ÷ that of the current setup (pass what changed)."""
+    return _ratio(ctx, new, "prefill_tok_s", "prefill_ceiling_tok_s", hardware=hardware, quant=quant, model=model)
 
 
 def hardware_options(
