@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.pipeline import Pipeline
 
+from advisor.ml.base import PhysicalBase
 from advisor.ml.dataset import reference
 from advisor.ml.expectations import Band, Expectations
 from advisor.ml.features import FeatureInput, feature_frame, feature_row
@@ -37,13 +38,15 @@ BATCH_THRESHOLD = 64
 @dataclass
 class Head:
     """One target's Pipeline and its interval offsets (log space, ``(low, high)`` per hardware
-    kind; ``"*"`` pools every kind)."""
+    kind; ``"*"`` pools every kind). With a ``base`` (:mod:`advisor.ml.base`) the Pipeline
+    predicts what is left over the base, and the head predicts their sum."""
 
     target: str
     pipeline: Pipeline
     interval: Mapping[str, tuple[float, float]]
     n_train: int
     compiled: CompiledPipeline | None = field(default=None, repr=False, compare=False)
+    base: PhysicalBase | None = None
 
     def offsets(self, kind: str | None) -> tuple[float, float]:
         """Interval offsets for a hardware kind, never excluding the point prediction."""
@@ -53,10 +56,14 @@ class Head:
     def predict(self, rows: Sequence[tuple[object, ...]]) -> npt.NDArray[np.float64]:
         """``log(measured / reference)`` for feature rows."""
         if self.compiled is None:
-            return np.asarray(self.pipeline.predict(feature_frame(rows)), dtype=np.float64)
-        if len(rows) < BATCH_THRESHOLD:
-            return self.compiled.predict(rows)
-        return self.compiled.predict_large(self.pipeline, rows)
+            trees = np.asarray(self.pipeline.predict(feature_frame(rows)), dtype=np.float64)
+        elif len(rows) < BATCH_THRESHOLD:
+            trees = self.compiled.predict(rows)
+        else:
+            trees = self.compiled.predict_large(self.pipeline, rows)
+        if self.base is None:
+            return trees
+        return self.base.predict_rows(rows) + trees
 
 
 class PerformanceModel:

@@ -3,8 +3,11 @@
 An artifact is a skops file of a plain dict (never pickle)::
 
     {"format": 1, "version": "...", "heads": {target: {"pipeline": Pipeline, "interval":
-     {kind: [low, high]}, "n_train": int}}, "meta": {"data_hash", "library_versions",
-     "cv_metrics", "created_at", ...}}
+     {kind: [low, high]}, "n_train": int, "base": {...}}}, "meta": {"data_hash",
+     "library_versions", "cv_metrics", "created_at", ...}}
+
+``base`` (plain numbers, :meth:`advisor.ml.base.PhysicalBase.to_dict`) is absent in artifacts
+fitted before the hybrid model; those heads predict with their Pipeline alone.
 
 Loading checks, in order: the SHA-256 of the bytes (a corrupt or truncated artifact), the library
 versions recorded beside it (scikit-learn, skops, numpy: models are only guaranteed to load and
@@ -23,6 +26,7 @@ from typing import Any
 
 import skops.io as sio
 
+from advisor.ml.base import PhysicalBase
 from advisor.ml.model import Head, PerformanceModel
 
 __all__ = [
@@ -97,6 +101,7 @@ def dumps(model: PerformanceModel, *, version: str, meta: Mapping[str, Any]) -> 
                 "pipeline": head.pipeline,
                 "interval": {k: [float(lo), float(hi)] for k, (lo, hi) in head.interval.items()},
                 "n_train": int(head.n_train),
+                **({"base": head.base.to_dict()} if head.base is not None else {}),
             }
             for target, head in model.heads.items()
         },
@@ -140,6 +145,7 @@ def loads(
                 spec["pipeline"],
                 {str(k): (float(v[0]), float(v[1])) for k, v in spec["interval"].items()},
                 int(spec["n_train"]),
+                base=PhysicalBase.from_dict(spec["base"]) if spec.get("base") is not None else None,
             )
             for target, spec in document["heads"].items()
         }

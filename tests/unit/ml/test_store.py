@@ -31,6 +31,7 @@ def test_round_trip_predicts_the_same(
     for target, head in public_fit.model.heads.items():
         np.testing.assert_allclose(loaded.heads[target].pipeline.predict(frame), head.pipeline.predict(frame))
         assert loaded.heads[target].interval == head.interval  # floats survive the JSON schema exactly
+        assert loaded.heads[target].base == head.base  # the physics-shaped base, as plain numbers
         assert loaded.heads[target].compiled is not None  # compiled at load
 
 
