@@ -40,6 +40,7 @@ from advisor.ml.features import FEATURES
 
 __all__ = [
     "CELL_PENALTY",
+    "MAX_ROWS",
     "TYPICAL_OPS_PER_BYTE",
     "PhysicalBase",
     "cell_of",
@@ -59,6 +60,9 @@ CELL_PENALTY = 0.1
 #: prefill reference uses the typical value instead (:func:`compute_correction`). The catalogue
 #: has no published figures for Apple SoCs or CPUs, so those keep the physics' estimate.
 TYPICAL_OPS_PER_BYTE: dict[str, float] = {"gpu": 205.0, "accelerator": 232.0}
+
+#: The base is fitted on at most this many rows (a random sample of larger training sets).
+MAX_ROWS = 20_000
 
 _IDX = {name: i for i, name in enumerate(FEATURES)}
 _DECODE = "decode"
@@ -104,7 +108,15 @@ class _Inputs:
     @classmethod
     def of_frame(cls, frame: pd.DataFrame, *, corrected: bool) -> _Inputs:
         kinds, families = frame["hardware_kind"].tolist(), frame["runtime_family"].tolist()
-        cell = np.array([cell_of(k, f) for k, f in zip(kinds, families, strict=True)], dtype=object)
+        # One label per distinct (kind, family) pair, shared by reference across rows.
+        labels: dict[tuple[object, object], str] = {}
+        cell = np.array(
+            [
+                labels.get((k, f)) or labels.setdefault((k, f), cell_of(k, f))
+                for k, f in zip(kinds, families, strict=True)
+            ],
+            dtype=object,
+        )
         concurrency = frame["log_concurrency"].to_numpy(dtype=np.float64)
         correction = np.zeros(len(frame))
         if corrected:
@@ -206,6 +218,11 @@ def fit_base(
     docstring): Levenberg-Marquardt on the weighted log residuals plus the cell penalty."""
     shape = _DECODE if target == "decode_tok_s" else _EFFICIENCY
     corrected = target == "prefill_tok_s"
+    if len(frame) > MAX_ROWS:
+        # A dozen parameters: a fixed random sample determines them as well as every row does,
+        # at a fraction of the cost (each iteration evaluates the law once per parameter).
+        keep = np.sort(np.random.default_rng(0).choice(len(frame), size=MAX_ROWS, replace=False))
+        frame, y, weight = frame.iloc[keep], y[keep], weight[keep]
     x = _Inputs.of_frame(frame, corrected=corrected)
     names, codes = np.unique(x.cell, return_inverse=True)
     kind_names, kind_codes = np.unique([_kind_level(c) for c in names.tolist()], return_inverse=True)

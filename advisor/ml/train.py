@@ -44,7 +44,7 @@ from threadpoolctl import threadpool_limits
 
 from advisor.ml.base import PhysicalBase, fit_base
 from advisor.ml.dataset import TARGETS, Observation
-from advisor.ml.features import FeatureInput, feature_frame, feature_row
+from advisor.ml.features import CATEGORICAL, FEATURES, NUMERIC, FeatureInput, feature_row
 from advisor.ml.model import Head, PerformanceModel
 from advisor.ml.pipeline import gradient_boosting, linear
 
@@ -149,7 +149,7 @@ def build_training_sets(
     once. The targets of one fleet cell share their features: consecutive observations of the
     same setup and workload get one row of one frame that every target indexes into.
     """
-    rows: list[tuple[object, ...]] = []
+    rows = _FrameBuilder()
     previous: Observation | None = None
     # Per target, column by column; numbers in typed arrays rather than boxed in tuples (a large
     # fleet has half a million observations).
@@ -168,7 +168,7 @@ def build_training_sets(
         if columns is None:
             columns = by_target[obs.target] = _Columns()
         columns.add(len(rows) - 1, value, obs)
-    shared = feature_frame(rows)
+    shared = rows.frame()
     del rows
     sets: dict[str, TrainingSet] = {}
     for target in TARGETS:
@@ -188,6 +188,34 @@ def build_training_sets(
             origin,
         )
     return sets
+
+
+class _FrameBuilder:
+    """The shared feature frame, built column by column: numbers straight into typed arrays,
+    labels as references to their (few) strings. A list of 100,000 row tuples of boxed floats,
+    then pandas' 2-D object array of them, was the largest transient of a worst-case fit."""
+
+    def __init__(self) -> None:
+        self.labels: list[list[object]] = [[] for _ in CATEGORICAL]
+        self.numbers = [array("d") for _ in NUMERIC]
+
+    def __len__(self) -> int:
+        return len(self.numbers[0])
+
+    def append(self, row: tuple[object, ...]) -> None:
+        k = len(CATEGORICAL)
+        for j, column in enumerate(self.labels):
+            column.append(row[j])
+        for j, numbers in enumerate(self.numbers):
+            numbers.append(row[k + j])  # type: ignore[arg-type]
+
+    def frame(self) -> pd.DataFrame:
+        data: dict[str, Any] = {}
+        for name, labels in zip(CATEGORICAL, self.labels, strict=True):
+            data[name] = pd.Series(labels, dtype=object)  # not pandas' inferred string dtype
+        for name, numbers in zip(NUMERIC, self.numbers, strict=True):
+            data[name] = np.frombuffer(numbers, dtype=np.float64).copy() if len(numbers) else np.empty(0)
+        return pd.DataFrame(data, columns=list(FEATURES))
 
 
 class _Columns:

@@ -225,21 +225,30 @@ async def fleet_cells(session: AsyncSession) -> list[FleetCell]:
         .order_by(*setup, *workload)
     )
     cells: list[FleetCell] = []
-    for row in (await session.execute(query)).all():
+    # Streamed in chunks rather than ``.all()``: a worst-case fleet has one cell per run, and a
+    # list of every result row beside the cells doubled the fit's peak memory. Labels are interned
+    # (a few hundred distinct ids and deployments over 100,000 cells).
+    labels: dict[Any, Any] = {}
+
+    def label(value: Any) -> Any:
+        return labels.setdefault(value, value)
+
+    result = await session.stream(query.execution_options(yield_per=_FETCH_ROWS))
+    async for row in result:
         concurrency = row.running if row.running is not None else row.concurrency
         cells.append(
             FleetCell(
-                runtime=row.runtime,
-                hardware_id=row.hardware_id,
-                model_id=row.model_id,
-                quantization_id=row.quantization_id,
+                runtime=label(row.runtime),
+                hardware_id=label(row.hardware_id),
+                model_id=label(row.model_id),
+                quantization_id=label(row.quantization_id),
                 tensor_parallel=row.tensor_parallel,
-                kv_cache_dtype=row.kv_cache_dtype,
+                kv_cache_dtype=label(row.kv_cache_dtype),
                 prompt_tokens=_float(row.prompt),
                 output_tokens=_float(row.output),
                 kv_depth_tokens=_float(row.depth),
                 concurrency=_float(concurrency),
-                source=f"deployment:{row.deployment_id}" if row.deployment_id is not None else "fleet",
+                source=label(f"deployment:{row.deployment_id}" if row.deployment_id is not None else "fleet"),
                 runs=int(row.runs),
                 decode_tok_s=_float(row.decode),
                 prefill_tok_s=_float(row.prefill),
@@ -249,6 +258,10 @@ async def fleet_cells(session: AsyncSession) -> list[FleetCell]:
             )
         )
     return cells
+
+
+#: Result rows fetched per round trip while streaming the fit's aggregate.
+_FETCH_ROWS = 5_000
 
 
 def _float(value: Any) -> float | None:
