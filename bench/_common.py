@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,9 @@ def server(app: str, env: dict[str, str] | None = None) -> Iterator[str]:
         proc.wait(timeout=20)
 
 
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
 def canonical_run(i: int, rng: random.Random) -> dict[str, Any]:
     """A realistic, distinct canonical run (Llama-3.1-8B on an A10G or L40S, vLLM)."""
     hardware = ("nvidia-a10g", "nvidia-l40s")[i % 2]
@@ -67,7 +71,8 @@ def canonical_run(i: int, rng: random.Random) -> dict[str, Any]:
     itl = 1000 / decode
     return {
         "deployment": f"bench-{i % 10}",
-        "measured_at": f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i // 60) % 60:02d}Z",
+        # One run a minute, in submission order, as a live stream of CI submissions arrives.
+        "measured_at": (_EPOCH + timedelta(minutes=i)).isoformat().replace("+00:00", "Z"),
         "labels": {"bench": "ingest", "i": str(i)},
         "setup": {
             "runtime": "vllm",

@@ -118,6 +118,9 @@ def clean_db(db_url: str) -> Iterator[str]:
     from advisor.domain.catalog.services import CatalogService
 
     CatalogService.invalidate()  # its per-process cache may hold user entries the truncation removed
+    from advisor.domain.runs.baselines import invalidate
+
+    invalidate()  # likewise the baseline cache, runs
 
 
 @pytest.fixture

@@ -13,12 +13,13 @@ from advanced_alchemy.extensions.litestar import (
     SQLAlchemyAsyncConfig,
 )
 from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from advisor.settings import DatabaseSettings
 
-__all__ = ["create_engine", "make_sqlalchemy_config", "migrations_dir"]
+__all__ = ["create_engine", "database_key", "make_sqlalchemy_config", "migrations_dir"]
 
 
 def migrations_dir() -> Path:
@@ -28,6 +29,13 @@ def migrations_dir() -> Path:
     if packaged.is_dir():
         return Path(str(packaged))
     return Path(__file__).resolve().parents[2] / "migrations"
+
+
+def database_key(session: AsyncSession) -> str:
+    """The database a session talks to, as a key for per-process caches (password hidden)."""
+    bind = session.get_bind()  # the sync Engine (or Connection) behind the async session
+    url = bind.url if isinstance(bind, Engine) else bind.engine.url
+    return url.render_as_string(hide_password=True)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any, busy_timeout_ms: int) -> None:

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.catalog import Catalog
+from advisor.db.config import database_key
 from advisor.db.models import CatalogAlias, HardwareEntry, ModelEntry, QuantizationEntry
 from advisor.errors import InvalidInput, NotFound
 
@@ -77,9 +77,7 @@ class CatalogService:
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        engine = session.get_bind()  # the sync Engine (or Connection) behind the async session
-        url = engine.url if isinstance(engine, Engine) else engine.engine.url
-        self._key = url.render_as_string(hide_password=True)
+        self._key = database_key(session)
 
     @classmethod
     def invalidate(cls) -> None:

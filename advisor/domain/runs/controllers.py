@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.domain.catalog.services import CatalogService
 from advisor.domain.runs.ingestion import IngestionService
+from advisor.domain.runs.ingestion import submit as submit_runs
 from advisor.domain.runs.openapi import BulkOperation, SubmissionOperation
 from advisor.domain.runs.recommendations import RecommendationService
 from advisor.domain.runs.schemas import BulkResult, RunPage, RunResult, RunResultDoc, StatusIn
@@ -116,14 +117,11 @@ class RunController(Controller):
         },
     )
     async def submit(
-        self,
-        request: Request[Any, Any, Any],
-        ingestion: NamedDependency[IngestionService],
-        body: RawBody,
-        format_id: FormatParam = "auto",
+        self, request: Request[Any, Any, Any], body: RawBody, format_id: FormatParam = "auto"
     ) -> Response[Any]:
         parsed = _parse(request, bytes(body), format_id)
-        results = await ingestion.submit(
+        results = await submit_runs(
+            request.app.state.sqlalchemy_config.get_engine(),
             parsed,
             idempotency_key=request.headers.get("idempotency-key"),
             submitted_by=parsed.context.submitted_by,

@@ -10,25 +10,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 import msgspec
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from advisor.canonical import SLO
+from advisor.canonical import SLO, CanonicalRun, validate_slo
+from advisor.db.config import database_key
 from advisor.db.models import Deployment, Run
 from advisor.domain.catalog.services import CatalogService
-from advisor.domain.deployments.services import DeploymentService
+from advisor.domain.deployments.services import DeploymentService, validate_deployment_name
 from advisor.domain.models.provider import expectations_fn_for
 from advisor.domain.runs.analysis import Analysis, analyse
+from advisor.domain.runs.baselines import CELL_ROWS, BaselineCache, cell_key
+from advisor.domain.runs.baselines import invalidate as invalidate_baselines
+from advisor.domain.runs.committer import GroupCommitter
 from advisor.domain.runs.schemas import BulkResult, RunResult
 from advisor.domain.runs.services import (
     RawPayloadService,
     RunService,
     is_integrity_error,
     run_columns,
+    run_out,
     run_to_canonical,
     run_to_out,
 )
@@ -38,10 +44,10 @@ from advisor.domain.runs.submission import (
     content_hash,
     normalise_run,
 )
-from advisor.errors import Conflict, InvalidInput
+from advisor.errors import AdvisorError, Conflict, InvalidInput
 from advisor.rules.context import ExpectationsFn
 
-__all__ = ["IngestionService", "PreparedRun", "writer_lock"]
+__all__ = ["IngestionService", "PreparedRun", "Submission", "submit", "writer_lock"]
 
 _SQLITE_WRITER = asyncio.Lock()
 
@@ -68,6 +74,52 @@ class PreparedRun:
     index: int
 
 
+@dataclass
+class Submission:
+    """One request's parsed file, waiting for the group committer."""
+
+    parsed: ParsedSubmission
+    idempotency_key: str | None
+    submitted_by: str | None
+    prepared: list[PreparedRun] = field(default_factory=list)  # filled in by the batch
+
+
+async def submit(
+    engine: AsyncEngine,
+    parsed: ParsedSubmission,
+    *,
+    idempotency_key: str | None = None,
+    submitted_by: str | None = None,
+) -> list[RunResult]:
+    """Store and analyse a submission's runs; answer with the earlier rows for a resubmission.
+
+    The request only parses the file; resolving, analysing and storing happen in the process's
+    group committer, which handles the submissions that arrive together in one batch
+    (:meth:`IngestionService.write_batch`) and one commit, and needs no session of the request.
+    """
+    return await _committer(engine).submit(Submission(parsed, idempotency_key, submitted_by))
+
+
+def _committer(engine: AsyncEngine) -> GroupCommitter[Submission, list[RunResult]]:
+    def make() -> GroupCommitter[Submission, list[RunResult]]:
+        sessions = async_sessionmaker(engine, expire_on_commit=False)
+
+        async def write(jobs: list[Submission]) -> list[list[RunResult] | Exception]:
+            async with sessions() as session:
+                try:
+                    return await IngestionService(session).write_batch(jobs)
+                except Exception as exc:
+                    if len(jobs) > 1 or not is_integrity_error(exc):
+                        raise
+            # A concurrent identical submission (another process) won the race: answer with its rows.
+            async with sessions() as session:
+                return [await IngestionService(session).existing_results(jobs[0])]
+
+        return GroupCommitter(write)
+
+    return GroupCommitter.shared(engine.sync_engine, make)
+
+
 def _slo_of(deployment: Deployment | None, override: SLO | None) -> SLO | None:
     if override is not None:
         return override
@@ -81,11 +133,35 @@ class IngestionService:
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        self.runs = RunService(session=session)
-        self.raws = RawPayloadService(session=session)
-        self.deployments = DeploymentService(session=session)
-        self.catalogs = CatalogService(session=session)
         self._expectations_fn: ExpectationsFn | None = None  # the fitted model in force, or the prior
+
+    # Built on first use: a submission's request needs only the catalog (its writes run in the
+    # group committer's own session), and each advanced-alchemy service costs a repository.
+    @cached_property
+    def runs(self) -> RunService:
+        return RunService(session=self.session)
+
+    @cached_property
+    def raws(self) -> RawPayloadService:
+        return RawPayloadService(session=self.session)
+
+    @cached_property
+    def deployments(self) -> DeploymentService:
+        return DeploymentService(session=self.session)
+
+    @cached_property
+    def _database(self) -> str:
+        return database_key(self.session)
+
+    @cached_property
+    def catalogs(self) -> CatalogService:
+        return CatalogService(session=self.session)
+
+    def _engine(self) -> AsyncEngine:
+        bind = self.session.bind
+        if not isinstance(bind, AsyncEngine):  # a session bound to a connection: no batching across requests
+            raise TypeError("IngestionService.submit needs a session bound to an AsyncEngine")
+        return bind
 
     async def prepare(self, parsed: ParsedSubmission) -> list[PreparedRun]:
         catalog = await self.catalogs.current()
@@ -105,17 +181,8 @@ class IngestionService:
         self, item: PreparedRun, deployment: Deployment | None, slo: SLO | None, *, exclude: Run | None = None
     ) -> Analysis:
         run = item.resolved.run
-        values = {
-            "runtime": run.setup.runtime,
-            "hardware_id": item.resolved.hardware_id,
-            "model_id": item.resolved.model_id,
-            "quantization_id": item.resolved.quantization_id,
-            "concurrency": run.workload.concurrency,
-            "measured_at": run.measured_at,
-        }
-        baseline = await self.runs.baseline(
-            exclude, deployment_id=deployment.id if deployment is not None else None, values=values
-        )
+        values = _cell_values(item)
+        baseline = await self._baseline(deployment.id if deployment is not None else None, values, exclude)
         if self._expectations_fn is None:
             self._expectations_fn = await expectations_fn_for(self.session)
         return analyse(
@@ -125,6 +192,24 @@ class IngestionService:
             catalog=await self.catalogs.current(),
             expectations_fn=self._expectations_fn,
         )
+
+    async def _baseline(
+        self, deployment_id: int | None, values: dict[str, Any], exclude: Run | None
+    ) -> list[CanonicalRun]:
+        """The deployment's recent comparable runs: from this process's cache when it can tell."""
+        if deployment_id is None or exclude is not None:
+            return await self.runs.baseline(exclude, deployment_id=deployment_id, values=values)
+        key = cell_key(self._database, deployment_id, values)
+        measured_at = values["measured_at"]
+        if not BaselineCache.holds(key):
+            newest = await self.runs.baseline(
+                None, deployment_id=deployment_id, values={**values, "measured_at": None}, limit=CELL_ROWS
+            )
+            BaselineCache.store(key, newest, complete=len(newest) < CELL_ROWS)
+        found = BaselineCache.lookup(key, measured_at, RunService.BASELINE_RUNS)
+        if found is None:  # older than every run the cell keeps: ask the database
+            found = await self.runs.baseline(None, deployment_id=deployment_id, values=values)
+        return found
 
     async def analyse_stored(self, row: Run, *, commit: bool = True) -> Analysis:
         """Analyse a stored run that has no analysis yet (bulk-loaded) and store the result."""
@@ -172,66 +257,111 @@ class IngestionService:
         idempotency_key: str | None = None,
         submitted_by: str | None = None,
     ) -> list[RunResult]:
-        """Store and analyse the submission's runs; answer with the earlier rows for a resubmission.
+        """:func:`submit` to this session's database."""
+        return await submit(self._engine(), parsed, idempotency_key=idempotency_key, submitted_by=submitted_by)
 
-        Two phases keep the write transaction short: reads and the analysis (CPU) first, outside any
-        lock; then the inserts and the commit, which on SQLite hold the process's writer lock.
+    async def _prepare_submission(self, job: Submission) -> None:
+        job.prepared = await self.prepare(job.parsed)
+        for name in {p.resolved.run.deployment for p in job.prepared} - {None}:
+            validate_deployment_name(str(name))
+        if job.parsed.slo is not None:
+            validate_slo(job.parsed.slo)
+
+    async def write_batch(self, jobs: list[Submission]) -> list[list[RunResult] | Exception]:
+        """Store and analyse several submissions in one transaction: one probe for known runs, one
+        read of the deployments, and one multi-row insert each for raw payloads, runs and
+        recommendations, whatever the number of submissions. Answers per submission, in order: its
+        results, or the error that concerns it alone (a reused Idempotency-Key). Raises for an
+        error of the batch as a whole (e.g. a concurrent writer won a race), which the committer
+        answers by retrying the submissions one by one.
         """
-        prepared = await self.prepare(parsed)
-        if idempotency_key:
-            keyed = await self.runs.by_idempotency_keys(_keys(idempotency_key, len(prepared)))
-            if keyed:
-                if sorted(r.content_hash for r in keyed) != sorted(p.hash for p in prepared):
-                    raise Conflict(
-                        "this Idempotency-Key was used for a different submission",
-                        field="header.idempotency-key",
-                    )
-                return [await self._result_for(row, created=False) for row in keyed]
-        existing = await self.runs.by_hashes([p.hash for p in prepared])
-        if all(p.hash in existing for p in prepared):
-            if parsed.slo is not None:  # a resubmission may still carry a new SLO
-                async with writer_lock(self.session):
-                    for name in {p.resolved.run.deployment for p in prepared} - {None}:
-                        await self.deployments.ensure(str(name), slo=parsed.slo)
-                    await self.session.commit()
-            return [await self._result_for(existing[p.hash], created=False) for p in prepared]
-
-        now = datetime.now(UTC)
-        known: dict[str, Deployment | None] = {}
-        analyses: dict[int, Analysis] = {}
-        for item in prepared:
-            if item.hash in existing:
+        outcomes: list[list[RunResult] | Exception | None] = [None] * len(jobs)
+        for j, job in enumerate(jobs):
+            try:
+                await self._prepare_submission(job)
+            except AdvisorError as exc:  # a bad name or value: that submission's 4xx
+                outcomes[j] = exc
+        existing = await self.runs.by_hashes([p.hash for job in jobs for p in job.prepared])
+        keys = [k for job in jobs if job.idempotency_key for k in _keys(job.idempotency_key, len(job.prepared))]
+        keyed_rows = await self.runs.by_idempotency_keys(keys) if keys else []
+        slo_updates: dict[str, SLO] = {}
+        fresh: list[tuple[int, PreparedRun]] = []  # (job index, run) of runs to insert
+        claimed: set[str] = set()
+        for j, job in enumerate(jobs):
+            if outcomes[j] is not None:
                 continue
+            if job.idempotency_key:
+                prefix = f"{job.idempotency_key}#"
+                keyed = [r for r in keyed_rows if (r.idempotency_key or "").startswith(prefix)]
+                if keyed:
+                    if sorted(r.content_hash for r in keyed) != sorted(p.hash for p in job.prepared):
+                        outcomes[j] = Conflict(
+                            "this Idempotency-Key was used for a different submission",
+                            field="header.idempotency-key",
+                        )
+                    else:
+                        outcomes[j] = [await self._result_for(row, created=False) for row in keyed]
+                    continue
+            if job.parsed.slo is not None:  # a resubmission may still carry a new SLO
+                for p in job.prepared:
+                    if p.resolved.run.deployment:
+                        slo_updates[p.resolved.run.deployment] = job.parsed.slo
+            for p in job.prepared:
+                if p.hash not in existing and p.hash not in claimed:
+                    claimed.add(p.hash)
+                    fresh.append((j, p))
+
+        # Answers for runs stored earlier, read now: the rollback below expires the loaded rows.
+        earlier = {
+            p.hash: await self._result_for(existing[p.hash], created=False)
+            for j, job in enumerate(jobs)
+            if outcomes[j] is None
+            for p in job.prepared
+            if p.hash in existing
+        }
+        names = {p.resolved.run.deployment for _, p in fresh} | set(slo_updates)
+        known = await self.deployments.by_names(sorted(n for n in names if n))
+        now = datetime.now(UTC)
+        analyses: dict[str, Analysis] = {}
+        for j, item in fresh:
             run = item.resolved.run
             run.measured_at = run.measured_at or now
-            name = run.deployment
-            if name and name not in known:
-                known[name] = await self.deployments.get_by_name(name)
-            analyses[item.index] = await self._analyse(item, known.get(name) if name else None, parsed.slo)
-        # Deployments that exist and that this submission does not change need no second look.
-        known_ids = {name: d.id for name, d in known.items() if d is not None} if parsed.slo is None else {}
-        # The reads above ran outside a transaction (SQLite's driver begins one at the first write);
-        # end any that was opened so the write phase starts from a fresh snapshot.
-        await self.session.rollback()
-
+            deployment = known.get(run.deployment) if run.deployment else None
+            analyses[item.hash] = await self._analyse(item, deployment, jobs[j].parsed.slo)
+        known_ids = {name: d.id for name, d in known.items()}  # the rollback below expires the rows
+        # The reads above ran outside a write transaction: SQLite's driver begins one at the first
+        # write, Postgres reads committed data statement by statement, so the writes see fresh data.
         async with writer_lock(self.session):
             try:
-                results = await self._write(
-                    parsed, prepared, existing, analyses, idempotency_key, submitted_by, known_ids
-                )
-            except Exception as exc:
+                written = await self._insert(jobs, fresh, analyses, known_ids, slo_updates)
+            except Exception:
                 await self.session.rollback()
-                if not is_integrity_error(exc):
-                    raise
-                # A concurrent identical submission won the race: answer with its rows.
-                return await self._existing_results(prepared, idempotency_key)
+                raise
             await self.session.commit()
-        return results
+        for _, item in fresh:
+            deployment_id = written[item.hash][2]
+            if deployment_id is not None:
+                BaselineCache.written(cell_key(self._database, deployment_id, _cell_values(item)), item.resolved.run)
 
-    async def _existing_results(self, prepared: list[PreparedRun], idempotency_key: str | None) -> list[RunResult]:
+        for j, job in enumerate(jobs):
+            if outcomes[j] is None:
+                results: list[RunResult] = []
+                for p in job.prepared:
+                    if p.hash in written and written[p.hash][0] == j:
+                        results.append(written[p.hash][1])
+                    elif p.hash in written:  # the same run twice in one batch: the other one stored it
+                        results.append(msgspec.structs.replace(written[p.hash][1], created=False))
+                    else:
+                        results.append(earlier[p.hash])
+                outcomes[j] = results
+        return [o if o is not None else [] for o in outcomes]
+
+    async def existing_results(self, job: Submission) -> list[RunResult]:
+        """The stored runs of a submission that a concurrent identical one has just written."""
+        prepared = job.prepared
         found = await self.runs.by_hashes([p.hash for p in prepared])
-        if idempotency_key and len(found) < len(prepared):
-            keyed = await self.runs.by_idempotency_keys(_keys(idempotency_key, len(prepared)))
+        if job.idempotency_key and len(found) < len(prepared):
+            keyed = await self.runs.by_idempotency_keys(_keys(job.idempotency_key, len(prepared)))
             found.update({row.content_hash: row for row in keyed})
         return [await self._result_for(found[p.hash], created=False) for p in prepared if p.hash in found]
 
@@ -246,42 +376,50 @@ class IngestionService:
             created=created,
         )
 
-    async def _write(
+    async def _insert(
         self,
-        parsed: ParsedSubmission,
-        prepared: list[PreparedRun],
-        existing: dict[str, Run],
-        analyses: dict[int, Analysis],
-        idempotency_key: str | None,
-        submitted_by: str | None,
+        jobs: list[Submission],
+        fresh: list[tuple[int, PreparedRun]],
+        analyses: dict[str, Analysis],
         known_ids: dict[str, int],
-    ) -> list[RunResult]:
-        raw_id = await self.raws.store(
-            parsed.raw,
-            content_type=parsed.content_type,
-            file_name=parsed.file_name,
-            format_id=parsed.format_id,
-        )
-        deployments: dict[str, Deployment] = {}
-        results: list[RunResult] = []
-        for item in prepared:
-            if item.hash in existing:
-                results.append(await self._result_for(existing[item.hash], created=False))
-                continue
-            run = item.resolved.run
-            analysis = analyses[item.index]
-            deployment = None
-            if run.deployment:
-                deployment = deployments.get(run.deployment)
-                if deployment is None:
-                    if run.deployment in known_ids:
-                        # A detached stand-in for the response: the row exists and stays as it is.
-                        deployment = Deployment(id=known_ids[run.deployment], name=run.deployment)
-                    else:
-                        deployment = await self.deployments.ensure(
-                            run.deployment, runtime=run.setup.runtime, slo=parsed.slo
+        slo_updates: dict[str, SLO],
+    ) -> dict[str, tuple[int, RunResult, int | None]]:
+        """The write phase of :meth:`write_batch`: ``{content hash: (job index, result)}``."""
+        deployment_ids = dict(known_ids)
+        for name, slo in slo_updates.items():  # rare: an SLO given with the submission
+            deployment_ids[name] = (await self.deployments.ensure(name, slo=slo)).id
+        for _, item in fresh:
+            new_name = item.resolved.run.deployment
+            if new_name and new_name not in deployment_ids:
+                deployment_ids[new_name] = (
+                    await self.deployments.ensure(new_name, runtime=item.resolved.run.setup.runtime)
+                ).id
+        if not fresh:
+            return {}
+        used = sorted({j for j, _ in fresh})
+        raw_ids = dict(
+            zip(
+                used,
+                await self.raws.store_many(
+                    [
+                        (
+                            jobs[j].parsed.raw,
+                            jobs[j].parsed.content_type,
+                            jobs[j].parsed.file_name,
+                            jobs[j].parsed.format_id,
                         )
-                    deployments[run.deployment] = deployment
+                        for j in used
+                    ]
+                ),
+                strict=True,
+            )
+        )
+        contexts = {j: _context_doc(jobs[j].parsed) for j in used}
+        rows: list[dict[str, Any]] = []
+        for j, item in fresh:
+            run = item.resolved.run
+            job = jobs[j]
+            analysis = analyses[item.hash]
             values = run_columns(
                 run,
                 hardware_id=item.resolved.hardware_id,
@@ -289,32 +427,39 @@ class IngestionService:
                 quantization_id=item.resolved.quantization_id,
             )
             values.update(
-                deployment_id=deployment.id if deployment is not None else None,
-                raw_payload_id=raw_id,
+                deployment_id=deployment_ids[run.deployment] if run.deployment else None,
+                raw_payload_id=raw_ids[j],
                 content_hash=item.hash,
-                idempotency_key=f"{idempotency_key}#{item.index}" if idempotency_key else None,
-                context=_context_doc(parsed),
+                idempotency_key=f"{job.idempotency_key}#{item.index}" if job.idempotency_key else None,
+                context=contexts[j],
                 measured_at=run.measured_at,
-                submitted_by=submitted_by,
+                submitted_by=job.submitted_by,
                 source_index=item.index,
                 verdict=analysis.verdict,
                 decode_efficiency=analysis.efficiency.get("decode"),
                 prefill_efficiency=analysis.efficiency.get("prefill"),
                 analysis=analysis.stored(),
             )
-            row = await self.runs.insert_run(values)
-            row.deployment = deployment
-            stored = await self.runs.add_recommendations(row.id, analysis.recommendations)
-            results.append(
+            rows.append(values)
+        run_ids = await self.runs.insert_runs(rows)
+        stored_recs = await self.runs.add_recommendations_many(
+            [(run_id, analyses[row["content_hash"]].recommendations) for run_id, row in zip(run_ids, rows, strict=True)]
+        )
+        written: dict[str, tuple[int, RunResult, int | None]] = {}
+        for (j, item), run_id, row, recs in zip(fresh, run_ids, rows, stored_recs, strict=True):
+            analysis = analyses[item.hash]
+            written[item.hash] = (
+                j,
                 RunResult(
-                    run=run_to_out(row),
+                    run=run_out(run_id, item.resolved.run.deployment, row),
                     verdict=analysis.verdict,
-                    recommendations=[_rec_dict(r) for r in stored],
+                    recommendations=[_rec_dict(r) for r in recs],
                     expectations=analysis.expectations,
                     created=True,
-                )
+                ),
+                row["deployment_id"],
             )
-        return results
+        return written
 
     async def bulk(self, items: list[ParsedSubmission], *, raw: bytes, content_type: str | None) -> BulkResult:
         """Store many runs in one transaction, all or nothing, without per-run analysis: their
@@ -383,7 +528,21 @@ class IngestionService:
             await self.session.rollback()
             raise
         await self.session.commit()
+        invalidate_baselines()  # the new runs bypassed the baseline cache
         return BulkResult(received=len(prepared), created=len(ids), existing=len(prepared) - len(ids), run_ids=ids)
+
+
+def _cell_values(item: PreparedRun) -> dict[str, Any]:
+    """What makes runs of one deployment comparable, as the baseline query filters them."""
+    run = item.resolved.run
+    return {
+        "runtime": run.setup.runtime,
+        "hardware_id": item.resolved.hardware_id,
+        "model_id": item.resolved.model_id,
+        "quantization_id": item.resolved.quantization_id,
+        "concurrency": run.workload.concurrency,
+        "measured_at": run.measured_at,
+    }
 
 
 def _context_doc(parsed: ParsedSubmission) -> dict[str, Any]:

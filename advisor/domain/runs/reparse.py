@@ -15,6 +15,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.db.models import RawPayload, Recommendation, Run
+from advisor.domain.runs.baselines import invalidate as invalidate_baselines
 from advisor.domain.runs.ingestion import IngestionService
 from advisor.domain.runs.services import RawPayloadService, run_columns
 from advisor.domain.runs.submission import CONTEXT_FIELDS, parse_submission, split_bulk
@@ -69,6 +70,7 @@ class ReparseService:
                 await self.session.rollback()
             else:
                 await self.session.commit()
+                invalidate_baselines()  # the stored documents changed
         return report
 
     async def _reparse_one(

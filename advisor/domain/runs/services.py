@@ -7,6 +7,7 @@ import binascii
 import hashlib
 import operator
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -16,7 +17,6 @@ from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 from sqlalchemy import Select, Table, and_, func, insert, or_, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from advisor.canonical import CanonicalRun, run_to_builtins
@@ -24,7 +24,9 @@ from advisor.db.models import METRIC_COLUMNS, Deployment, RawPayload, Recommenda
 from advisor.domain.runs.schemas import RunOut
 from advisor.errors import InvalidInput, NotFound
 
-__all__ = ["RawPayloadService", "RunFilters", "RunService", "run_columns", "run_to_canonical", "run_to_out"]
+__all__ = [
+    "RawPayloadService", "RunFilters", "RunService", "run_columns", "run_out", "run_to_canonical", "run_to_out",
+]  # fmt: skip
 
 _CANONICAL_KEYS = ("setup", "workload", "metrics", "labels", "source")
 
@@ -63,6 +65,8 @@ def run_columns(
 
 
 _RUN_TABLE = cast("Table", Run.__table__)
+_REC_TABLE = cast("Table", Recommendation.__table__)
+_RAW_TABLE = cast("Table", RawPayload.__table__)
 _REC_COLUMNS = (
     "run_id", "rank", "rule_id", "name", "action", "phase", "severity", "severity_level", "score",
     "confidence", "title", "evidence", "fix", "expected_gain", "body", "status", "status_note",
@@ -80,30 +84,43 @@ def run_to_canonical(row: Run) -> CanonicalRun:
     return msgspec.convert(doc, CanonicalRun, strict=False)
 
 
+_OUT_FIELDS = (
+    "measured_at", "created_at", "submitted_by", "content_hash", "verdict", "setup", "workload", "metrics",
+    "labels", "source", "decode_efficiency", "prefill_efficiency", "analysis",
+)  # fmt: skip
+
+
 def run_to_out(row: Run) -> RunOut:
-    analysis = row.analysis or {}
+    return run_out(
+        row.id, row.deployment.name if row.deployment is not None else None, {k: getattr(row, k) for k in _OUT_FIELDS}
+    )
+
+
+def run_out(run_id: int, deployment: str | None, values: Mapping[str, Any]) -> RunOut:
+    """The API shape of a run from its column values (a stored row, or the values just inserted)."""
+    analysis = values.get("analysis") or {}
     return RunOut(
-        id=row.id,
-        deployment=row.deployment.name if row.deployment is not None else None,
-        measured_at=row.measured_at,
-        submitted_at=row.created_at,
-        submitted_by=row.submitted_by,
-        content_hash=row.content_hash,
-        verdict=row.verdict,
-        setup=row.setup or {},
-        workload=row.workload or {},
-        metrics=row.metrics or {},
-        labels=row.labels or {},
-        source=row.source or {},
+        id=run_id,
+        deployment=deployment,
+        measured_at=values["measured_at"],
+        submitted_at=values["created_at"],
+        submitted_by=values.get("submitted_by"),
+        content_hash=values["content_hash"],
+        verdict=values.get("verdict"),
+        setup=values.get("setup") or {},
+        workload=values.get("workload") or {},
+        metrics=values.get("metrics") or {},
+        labels=values.get("labels") or {},
+        source=values.get("source") or {},
         efficiency={
-            "decode_bandwidth_utilisation": row.decode_efficiency,
-            "prefill_mfu": row.prefill_efficiency,
+            "decode_bandwidth_utilisation": values.get("decode_efficiency"),
+            "prefill_mfu": values.get("prefill_efficiency"),
             **{k: v for k, v in (analysis.get("efficiency") or {}).items() if k not in ("decode", "prefill")},
         },
         links={
-            "self": f"/api/v1/runs/{row.id}",
-            "raw": f"/api/v1/runs/{row.id}/raw",
-            "recommendations": f"/api/v1/runs/{row.id}/recommendations",
+            "self": f"/api/v1/runs/{run_id}",
+            "raw": f"/api/v1/runs/{run_id}/raw",
+            "recommendations": f"/api/v1/runs/{run_id}/recommendations",
         },
     )
 
@@ -141,36 +158,49 @@ class RawPayloadService(SQLAlchemyAsyncRepositoryService[RawPayload]):
     async def store(
         self, data: bytes, *, content_type: str | None, file_name: str | None, format_id: str | None
     ) -> int:
-        """The id of the stored payload for these bytes (deduplicated by SHA-256), in the open transaction.
+        """The id of the stored payload for these bytes (deduplicated by SHA-256), in the open transaction."""
+        return (await self.store_many([(data, content_type, file_name, format_id)]))[0]
 
-        Core statements, not the repository: this runs on every submission."""
+    async def store_many(self, payloads: list[tuple[bytes, str | None, str | None, str | None]]) -> list[int]:
+        """:meth:`store` for several payloads (bytes, content type, file name, format) with one
+        multi-row insert; the ids in the order given (equal bytes get the same id)."""
         session = self.repository.session
-        digest = hashlib.sha256(data).hexdigest()
         now = datetime.now(UTC)
-        dialect = session.get_bind().dialect.name
-        insert_fn = postgresql_insert if dialect == "postgresql" else sqlite_insert
-        # One statement in the common case (new bytes): insert, or do nothing when they are known.
-        inserted = await session.execute(
-            insert_fn(RawPayload)
-            .values(
-                sha256=digest,
-                content_type=content_type,
-                file_name=file_name,
-                format=format_id,
-                size=len(data),
-                encoding="zlib",
-                data=zlib.compress(data, 6),
-                created_at=now,
-                updated_at=now,
+        digests = [hashlib.sha256(data).hexdigest() for data, *_ in payloads]
+        rows: dict[str, dict[str, Any]] = {}
+        for digest, (data, content_type, file_name, format_id) in zip(digests, payloads, strict=True):
+            rows.setdefault(
+                digest,
+                {
+                    "sha256": digest,
+                    "content_type": content_type,
+                    "file_name": file_name,
+                    "format": format_id,
+                    "size": len(data),
+                    "encoding": "zlib",
+                    "data": zlib.compress(data, 6),
+                    "created_at": now,
+                    "updated_at": now,
+                },
             )
-            .on_conflict_do_nothing(index_elements=["sha256"])
-            .returning(RawPayload.id)
-        )
-        new_id = inserted.scalar()
-        if new_id is not None:
-            return int(new_id)
-        found = (await session.execute(select(RawPayload.id).where(RawPayload.sha256 == digest))).scalar_one()
-        return int(found)
+        if session.get_bind().dialect.name == "postgresql":
+            stmt: Any = postgresql_insert(_RAW_TABLE).on_conflict_do_nothing(index_elements=["sha256"])
+        else:
+            # INSERT OR IGNORE rather than the dialect's on_conflict_do_nothing(): SQLAlchemy cannot
+            # cache the compiled form of the latter, and this runs on every submission.
+            stmt = insert(_RAW_TABLE).prefix_with("OR IGNORE", dialect="sqlite")
+        stmt = stmt.returning(_RAW_TABLE.c.sha256, _RAW_TABLE.c.id)
+        # One statement: SQLAlchemy renders the rows as one multi-row VALUES ("insertmanyvalues").
+        # On the connection, with the table: the ORM's bulk-insert layer would only add bookkeeping.
+        connection = await session.connection()
+        ids = {sha: int(i) for sha, i in (await connection.execute(stmt, list(rows.values()))).all()}
+        missing = [d for d in rows if d not in ids]  # bytes stored by an earlier submission
+        if missing:
+            found = await session.execute(
+                select(RawPayload.sha256, RawPayload.id).where(RawPayload.sha256.in_(missing))
+            )
+            ids.update({sha: int(i) for sha, i in found.all()})
+        return [ids[d] for d in digests]
 
     @staticmethod
     def decompress(payload: RawPayload) -> bytes:
@@ -184,6 +214,8 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         model_type = Run
 
     repository_type = Repo
+
+    BASELINE_RUNS = 20  # the most recent comparable runs a submission is compared with
 
     async def get_run(self, run_id: int) -> Run:
         row = await self.get_one_or_none(Run.id == run_id)
@@ -218,14 +250,17 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         )
         return list(rows.scalars())
 
-    async def insert_run(self, values: dict[str, Any]) -> Run:
-        """Insert one run (Core INSERT … RETURNING) and give back a detached row for the response."""
+    async def insert_runs(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert new runs with one multi-row INSERT … RETURNING; their ids in the given order. Each
+        row dict gains its ``created_at``/``updated_at`` (the caller answers from the dicts)."""
         now = datetime.now(UTC)
-        values = {**values, "created_at": now, "updated_at": now}
-        run_id = (
-            await self.repository.session.execute(insert(_RUN_TABLE).values(values).returning(Run.id))
-        ).scalar_one()
-        return Run(id=run_id, **values)
+        for values in rows:
+            values["created_at"] = values["updated_at"] = now
+        connection = await self.repository.session.connection()
+        result = await connection.execute(
+            insert(_RUN_TABLE).returning(_RUN_TABLE.c.id, sort_by_parameter_order=True), rows
+        )
+        return list(result.scalars().all())
 
     async def insert_many(self, rows: list[dict[str, Any]]) -> list[int]:
         """Core executemany insert: the bulk path skips ORM unit-of-work bookkeeping on purpose."""
@@ -268,6 +303,30 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
             row.id = new_id
         return rows
 
+    async def add_recommendations_many(
+        self, ranked: list[tuple[int, list[dict[str, Any]]]]
+    ) -> list[list[Recommendation]]:
+        """:meth:`add_recommendations` for several runs, with one multi-row insert."""
+        now = datetime.now(UTC)
+        per_run = [
+            [recommendation_row(run_id, rank, rec) for rank, rec in enumerate(recs, start=1)] for run_id, recs in ranked
+        ]
+        rows = [row for group in per_run for row in group]
+        if rows:
+            values = [
+                {c: getattr(row, c) for c in _REC_COLUMNS}
+                | {"created_at": now, "updated_at": now, "status_changed_at": None}
+                for row in rows
+            ]
+            # The table on the connection, not the entity: no ORM bulk-insert bookkeeping.
+            connection = await self.repository.session.connection()
+            result = await connection.execute(
+                insert(_REC_TABLE).returning(_REC_TABLE.c.id, sort_by_parameter_order=True), values
+            )
+            for row, new_id in zip(rows, result.scalars().all(), strict=True):
+                row.id = new_id
+        return per_run
+
     async def recommendations(self, run_id: int) -> list[Recommendation]:
         rows = await self.repository.session.execute(
             select(Recommendation).where(Recommendation.run_id == run_id).order_by(Recommendation.rank)
@@ -275,7 +334,7 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         return list(rows.scalars())
 
     async def baseline(
-        self, run: Run | None, *, deployment_id: int | None, values: dict[str, Any], limit: int = 20
+        self, run: Run | None, *, deployment_id: int | None, values: dict[str, Any], limit: int = BASELINE_RUNS
     ) -> list[CanonicalRun]:
         """Recent comparable runs of the same deployment: same runtime, hardware, model, quantization
         and concurrency, measured before this one."""
