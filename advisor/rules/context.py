@@ -294,10 +294,13 @@ def _close(a: float | None, b: float | None, tolerance: float) -> bool:
     return abs(a - b) <= tolerance * max(abs(a), abs(b))
 
 
-def comparable(run: CanonicalRun, other: CanonicalRun, *, tolerance: float = 0.25) -> bool:
+def comparable(
+    run: CanonicalRun, other: CanonicalRun, *, tolerance: float = 0.25, run_key: tuple[Any, ...] | None = None
+) -> bool:
     """Same deployment and setup, and a workload within ``tolerance`` (prompt and output length,
-    concurrency): a baseline of different traffic is no baseline."""
-    if _setup_key(run) != _setup_key(other):
+    concurrency): a baseline of different traffic is no baseline. ``run_key``: ``run``'s setup key,
+    when the caller compares one run with many."""
+    if (run_key if run_key is not None else _setup_key(run)) != _setup_key(other):
         return False
     a, b = run.workload, other.workload
     return (
@@ -326,7 +329,8 @@ def build_baseline(
     when ``current`` is None) that were measured before it. None with fewer than ``min_runs``."""
     pool = list(runs)
     if current is not None:
-        pool = [r for r in pool if r is not current and comparable(current, r)]
+        key = _setup_key(current)
+        pool = [r for r in pool if r is not current and comparable(current, r, run_key=key)]
         if current.measured_at is not None:
             pool = [r for r in pool if r.measured_at is None or r.measured_at < current.measured_at]
     # Most recent first; runs without a timestamp keep their given order, after dated ones.

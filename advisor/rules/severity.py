@@ -40,6 +40,9 @@ class Severity(IntEnum):
             raise ValueError(f"unknown severity {label!r}; expected one of {accepted}") from None
 
 
+_LEVELS = (Severity.LOW, Severity.MODERATE, Severity.SEVERE, Severity.CRITICAL)
+
+
 def damp(severity: Severity, *caps: Severity | None) -> Severity:
     """``min(severity, *caps)``; a ``None`` cap means "no opinion" and is ignored."""
     result = severity
@@ -91,9 +94,7 @@ class Thresholds:
         if value is None or math.isnan(value):
             return Severity.NONE
         level = Severity.NONE
-        for limit, sev in zip(
-            self.values, (Severity.LOW, Severity.MODERATE, Severity.SEVERE, Severity.CRITICAL), strict=True
-        ):
+        for limit, sev in zip(self.values, _LEVELS, strict=True):  # every rule calls this on every run
             reached = value >= limit if self.ascending else value <= limit
             if not reached:
                 break

@@ -136,6 +136,10 @@ def _expected(
         )
     except (ValueError, KeyError, LookupError, TypeError, ArithmeticError):
         return None
+    return _expected_value(exp, metric)
+
+
+def _expected_value(exp: object, metric: str) -> float | None:
     band = getattr(exp, metric, None)
     value = getattr(band, "expected", None) if band is not None else None
     return float(value) if isinstance(value, int | float) and value > 0 else None
@@ -156,7 +160,8 @@ def _ratio(
     cur = ctx.roofline
     if cur is None or getattr(cur, ceiling) is None or getattr(new, ceiling) is None:
         return None
-    a = _expected(ctx, cur, None, metric)
+    # The current setup's expectation is the context's own (same function, same inputs).
+    a = _expected_value(ctx.expectations, metric) if ctx.expectations is not None else _expected(ctx, cur, None, metric)
     b = _expected(ctx, new, hardware, metric, quant=quant, model=model)
     if a and b:
         return b / a
