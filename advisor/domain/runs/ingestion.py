@@ -536,6 +536,7 @@ def _cell_values(item: PreparedRun) -> dict[str, Any]:
     """What makes runs of one deployment comparable, as the baseline query filters them."""
     run = item.resolved.run
     return {
+        "deployment": run.deployment,
         "runtime": run.setup.runtime,
         "hardware_id": item.resolved.hardware_id,
         "model_id": item.resolved.model_id,

@@ -358,9 +358,16 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
             .limit(limit)
         )
         rows = (await self.repository.session.execute(stmt)).all()
+        deployment = values.get("deployment")  # the name: comparable() checks it
         return [
             msgspec.convert(
-                {"measured_at": r.measured_at, "setup": r.setup, "workload": r.workload, "metrics": r.metrics},
+                {
+                    "deployment": deployment,
+                    "measured_at": r.measured_at,
+                    "setup": r.setup,
+                    "workload": r.workload,
+                    "metrics": r.metrics,
+                },
                 CanonicalRun,
                 strict=False,
             )
