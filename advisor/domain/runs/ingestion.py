@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,11 +19,11 @@ from typing import Any
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from advisor.canonical import SLO, CanonicalRun, validate_slo
-from advisor.db.config import database_key
-from advisor.db.models import Deployment, Run
+from advisor.canonical import RUNTIMES, SLO, CanonicalRun, validate_slo
+from advisor.db.config import database_key, sqlite_writer
+from advisor.db.models import Deployment, Recommendation, Run
 from advisor.domain.catalog.services import CatalogService
-from advisor.domain.deployments.services import DeploymentService, validate_deployment_name
+from advisor.domain.deployments.services import DeploymentService, slo_dict, validate_deployment_name
 from advisor.domain.models.provider import expectations_fn_for
 from advisor.domain.runs.analysis import Analysis, analyse
 from advisor.domain.runs.baselines import CELL_ROWS, BaselineCache, cell_key
@@ -33,6 +34,7 @@ from advisor.domain.runs.services import (
     RawPayloadService,
     RunService,
     is_integrity_error,
+    recommendation_values,
     run_columns,
     run_out,
     run_to_canonical,
@@ -44,6 +46,7 @@ from advisor.domain.runs.submission import (
     content_hash,
     normalise_run,
 )
+from advisor.domain.runs.writes import NewDeployment, WritePlan, Written, write_plan
 from advisor.errors import AdvisorError, Conflict, InvalidInput
 from advisor.rules.context import ExpectationsFn
 
@@ -328,12 +331,11 @@ class IngestionService:
             run.measured_at = run.measured_at or now
             deployment = known.get(run.deployment) if run.deployment else None
             analyses[item.hash] = await self._analyse(item, deployment, jobs[j].parsed.slo)
-        known_ids = {name: d.id for name, d in known.items()}  # the rollback below expires the rows
         # The reads above ran outside a write transaction: SQLite's driver begins one at the first
         # write, Postgres reads committed data statement by statement, so the writes see fresh data.
         async with writer_lock(self.session):
             try:
-                written = await self._insert(jobs, fresh, analyses, known_ids, slo_updates)
+                written = await self._insert(jobs, fresh, analyses, known, slo_updates)
             except Exception:
                 await self.session.rollback()
                 raise
@@ -381,44 +383,30 @@ class IngestionService:
         jobs: list[Submission],
         fresh: list[tuple[int, PreparedRun]],
         analyses: dict[str, Analysis],
-        known_ids: dict[str, int],
+        known: dict[str, Deployment],
         slo_updates: dict[str, SLO],
     ) -> dict[str, tuple[int, RunResult, int | None]]:
-        """The write phase of :meth:`write_batch`: ``{content hash: (job index, result)}``."""
-        deployment_ids = dict(known_ids)
-        for name, slo in slo_updates.items():  # rare: an SLO given with the submission
-            deployment_ids[name] = (await self.deployments.ensure(name, slo=slo)).id
-        for _, item in fresh:
-            new_name = item.resolved.run.deployment
-            if new_name and new_name not in deployment_ids:
-                deployment_ids[new_name] = (
-                    await self.deployments.ensure(new_name, runtime=item.resolved.run.setup.runtime)
-                ).id
-        if not fresh:
-            return {}
-        used = sorted({j for j, _ in fresh})
-        raw_ids = dict(
-            zip(
-                used,
-                await self.raws.store_many(
-                    [
-                        (
-                            jobs[j].parsed.raw,
-                            jobs[j].parsed.content_type,
-                            jobs[j].parsed.file_name,
-                            jobs[j].parsed.format_id,
-                        )
-                        for j in used
-                    ]
-                ),
-                strict=True,
-            )
-        )
-        contexts = {j: _context_doc(jobs[j].parsed) for j in used}
-        rows: list[dict[str, Any]] = []
+        """The write phase of :meth:`write_batch`: ``{content hash: (job index, result, deployment id)}``."""
+        plan = WritePlan(deployment_ids={name: d.id for name, d in known.items()})
+        runtimes = {p.resolved.run.deployment: p.resolved.run.setup.runtime for _, p in reversed(fresh)}
+        for name in sorted({n for n in runtimes if n} | set(slo_updates)):
+            slo = slo_dict(slo_updates.get(name))
+            if name in known:
+                if name in slo_updates:  # a given SLO replaces the stored values it names
+                    plan.slo_updates[known[name].id] = {**(known[name].slo or {}), **slo}
+            else:
+                runtime = runtimes.get(name)
+                plan.new_deployments.append(NewDeployment(name, runtime if runtime in RUNTIMES else None, slo))
+        raw_index: dict[int, int] = {}
+        contexts: dict[int, dict[str, Any]] = {}
         for j, item in fresh:
-            run = item.resolved.run
             job = jobs[j]
+            if j not in raw_index:
+                raw_index[j] = len(plan.raws)
+                parsed = job.parsed
+                plan.raws.append((parsed.raw, parsed.content_type, parsed.file_name, parsed.format_id))
+                contexts[j] = _context_doc(parsed)
+            run = item.resolved.run
             analysis = analyses[item.hash]
             values = run_columns(
                 run,
@@ -427,8 +415,6 @@ class IngestionService:
                 quantization_id=item.resolved.quantization_id,
             )
             values.update(
-                deployment_id=deployment_ids[run.deployment] if run.deployment else None,
-                raw_payload_id=raw_ids[j],
                 content_hash=item.hash,
                 idempotency_key=f"{job.idempotency_key}#{item.index}" if job.idempotency_key else None,
                 context=contexts[j],
@@ -440,26 +426,41 @@ class IngestionService:
                 prefill_efficiency=analysis.efficiency.get("prefill"),
                 analysis=analysis.stored(),
             )
-            rows.append(values)
-        run_ids = await self.runs.insert_runs(rows)
-        stored_recs = await self.runs.add_recommendations_many(
-            [(run_id, analyses[row["content_hash"]].recommendations) for run_id, row in zip(run_ids, rows, strict=True)]
-        )
-        written: dict[str, tuple[int, RunResult, int | None]] = {}
-        for (j, item), run_id, row, recs in zip(fresh, run_ids, rows, stored_recs, strict=True):
+            plan.runs.append(values)
+            plan.run_deployments.append(run.deployment)
+            plan.run_raws.append(raw_index[j])
+            plan.recommendations.append(
+                [recommendation_values(rank, rec) for rank, rec in enumerate(analysis.recommendations, start=1)]
+            )
+        if plan.is_empty():
+            return {}
+        written = await self._execute(plan)
+        out: dict[str, tuple[int, RunResult, int | None]] = {}
+        for (j, item), run_id, values, recs, rec_ids in zip(
+            fresh, written.run_ids, plan.runs, plan.recommendations, written.recommendation_ids, strict=True
+        ):
             analysis = analyses[item.hash]
-            written[item.hash] = (
+            out[item.hash] = (
                 j,
                 RunResult(
-                    run=run_out(run_id, item.resolved.run.deployment, row),
+                    run=run_out(run_id, item.resolved.run.deployment, values),
                     verdict=analysis.verdict,
-                    recommendations=[_rec_dict(r) for r in recs],
+                    recommendations=[_rec_out(rec_id, rec) for rec_id, rec in zip(rec_ids, recs, strict=True)],
                     expectations=analysis.expectations,
                     created=True,
                 ),
-                row["deployment_id"],
+                values["deployment_id"],
             )
-        return written
+        return out
+
+    async def _execute(self, plan: WritePlan) -> Written:
+        """Run the write plan: on SQLite in one hand-off to the writer thread (it commits), on
+        Postgres in this session's transaction (the caller commits)."""
+        engine = self.session.bind
+        if isinstance(engine, AsyncEngine) and engine.dialect.name == "sqlite":
+            return await sqlite_writer(engine).run(functools.partial(write_plan, plan=plan))
+        connection = await self.session.connection()
+        return await connection.run_sync(write_plan, plan)
 
     async def bulk(self, items: list[ParsedSubmission], *, raw: bytes, content_type: str | None) -> BulkResult:
         """Store many runs in one transaction, all or nothing, without per-run analysis: their
@@ -556,24 +557,20 @@ def _keys(idempotency_key: str, n: int) -> list[str]:
     return [f"{idempotency_key}#{i}" for i in range(n)]
 
 
-def _rec_dict(row: Any) -> dict[str, Any]:
+def _rec_dict(row: Recommendation) -> dict[str, Any]:
+    return _rec_out(row.id, {c: getattr(row, c) for c in _REC_FIELDS})
+
+
+_REC_FIELDS = (
+    "rank", "rule_id", "name", "action", "phase", "severity", "score", "title", "evidence", "fix",
+    "expected_gain", "confidence", "status", "status_note", "body",
+)  # fmt: skip
+
+
+def _rec_out(rec_id: int, values: dict[str, Any]) -> dict[str, Any]:
+    """A stored recommendation as the API shows it (DESIGN §4)."""
     # The rule's own extra fields first, so that the stored columns (status!) always win.
-    out = {f"rule_{k}" if k == "status" else k: v for k, v in (row.body or {}).items()}
-    out.update(
-        id=row.id,
-        rank=row.rank,
-        rule_id=row.rule_id,
-        name=row.name,
-        action=row.action,
-        phase=row.phase,
-        severity=row.severity,
-        score=row.score,
-        title=row.title,
-        evidence=row.evidence,
-        fix=row.fix,
-        expected_gain=row.expected_gain,
-        confidence=row.confidence,
-        status=row.status,
-        status_note=row.status_note,
-    )
+    out = {f"rule_{k}" if k == "status" else k: v for k, v in (values.get("body") or {}).items()}
+    out["id"] = rec_id
+    out.update({k: values.get(k) for k in _REC_FIELDS if k != "body"})
     return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import operator
 import zlib
 from collections.abc import Mapping
@@ -16,12 +15,12 @@ import msgspec
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
 from sqlalchemy import Select, Table, and_, func, insert, or_, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.exc import IntegrityError
 
 from advisor.canonical import CanonicalRun, run_to_builtins
 from advisor.db.models import METRIC_COLUMNS, Deployment, RawPayload, Recommendation, Run
 from advisor.domain.runs.schemas import RunOut
+from advisor.domain.runs.writes import insert_raw_payloads
 from advisor.errors import InvalidInput, NotFound
 
 __all__ = [
@@ -66,11 +65,6 @@ def run_columns(
 
 _RUN_TABLE = cast("Table", Run.__table__)
 _REC_TABLE = cast("Table", Recommendation.__table__)
-_RAW_TABLE = cast("Table", RawPayload.__table__)
-_REC_COLUMNS = (
-    "run_id", "rank", "rule_id", "name", "action", "phase", "severity", "severity_level", "score",
-    "confidence", "title", "evidence", "fix", "expected_gain", "body", "status", "status_note",
-)  # fmt: skip
 
 # attrgetter walks the structs in C; run_columns runs for every ingested run.
 _METRIC_GETTERS = tuple((column, operator.attrgetter(dotted)) for column, dotted in METRIC_COLUMNS)
@@ -159,48 +153,9 @@ class RawPayloadService(SQLAlchemyAsyncRepositoryService[RawPayload]):
         self, data: bytes, *, content_type: str | None, file_name: str | None, format_id: str | None
     ) -> int:
         """The id of the stored payload for these bytes (deduplicated by SHA-256), in the open transaction."""
-        return (await self.store_many([(data, content_type, file_name, format_id)]))[0]
-
-    async def store_many(self, payloads: list[tuple[bytes, str | None, str | None, str | None]]) -> list[int]:
-        """:meth:`store` for several payloads (bytes, content type, file name, format) with one
-        multi-row insert; the ids in the order given (equal bytes get the same id)."""
-        session = self.repository.session
-        now = datetime.now(UTC)
-        digests = [hashlib.sha256(data).hexdigest() for data, *_ in payloads]
-        rows: dict[str, dict[str, Any]] = {}
-        for digest, (data, content_type, file_name, format_id) in zip(digests, payloads, strict=True):
-            rows.setdefault(
-                digest,
-                {
-                    "sha256": digest,
-                    "content_type": content_type,
-                    "file_name": file_name,
-                    "format": format_id,
-                    "size": len(data),
-                    "encoding": "zlib",
-                    "data": zlib.compress(data, 6),
-                    "created_at": now,
-                    "updated_at": now,
-                },
-            )
-        if session.get_bind().dialect.name == "postgresql":
-            stmt: Any = postgresql_insert(_RAW_TABLE).on_conflict_do_nothing(index_elements=["sha256"])
-        else:
-            # INSERT OR IGNORE rather than the dialect's on_conflict_do_nothing(): SQLAlchemy cannot
-            # cache the compiled form of the latter, and this runs on every submission.
-            stmt = insert(_RAW_TABLE).prefix_with("OR IGNORE", dialect="sqlite")
-        stmt = stmt.returning(_RAW_TABLE.c.sha256, _RAW_TABLE.c.id)
-        # One statement: SQLAlchemy renders the rows as one multi-row VALUES ("insertmanyvalues").
-        # On the connection, with the table: the ORM's bulk-insert layer would only add bookkeeping.
-        connection = await session.connection()
-        ids = {sha: int(i) for sha, i in (await connection.execute(stmt, list(rows.values()))).all()}
-        missing = [d for d in rows if d not in ids]  # bytes stored by an earlier submission
-        if missing:
-            found = await session.execute(
-                select(RawPayload.sha256, RawPayload.id).where(RawPayload.sha256.in_(missing))
-            )
-            ids.update({sha: int(i) for sha, i in found.all()})
-        return [ids[d] for d in digests]
+        connection = await self.repository.session.connection()
+        ids = await connection.run_sync(insert_raw_payloads, [(data, content_type, file_name, format_id)])
+        return int(ids[0])
 
     @staticmethod
     def decompress(payload: RawPayload) -> bytes:
@@ -250,18 +205,6 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         )
         return list(rows.scalars())
 
-    async def insert_runs(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Insert new runs with one multi-row INSERT … RETURNING; their ids in the given order. Each
-        row dict gains its ``created_at``/``updated_at`` (the caller answers from the dicts)."""
-        now = datetime.now(UTC)
-        for values in rows:
-            values["created_at"] = values["updated_at"] = now
-        connection = await self.repository.session.connection()
-        result = await connection.execute(
-            insert(_RUN_TABLE).returning(_RUN_TABLE.c.id, sort_by_parameter_order=True), rows
-        )
-        return list(result.scalars().all())
-
     async def insert_many(self, rows: list[dict[str, Any]]) -> list[int]:
         """Core executemany insert: the bulk path skips ORM unit-of-work bookkeeping on purpose."""
         if not rows:
@@ -290,42 +233,15 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         if not recommendations:
             return []
         now = datetime.now(UTC)
-        rows = [recommendation_row(run_id, rank, rec) for rank, rec in enumerate(recommendations, start=first_rank)]
         values = [
-            {c: getattr(row, c) for c in _REC_COLUMNS}
-            | {"created_at": now, "updated_at": now, "status_changed_at": None}
-            for row in rows
+            recommendation_values(rank, rec) | {"run_id": run_id, "created_at": now, "updated_at": now}
+            for rank, rec in enumerate(recommendations, start=first_rank)
         ]
-        result = await self.repository.session.execute(
-            insert(Recommendation).returning(Recommendation.id, sort_by_parameter_order=True), values
+        connection = await self.repository.session.connection()
+        result = await connection.execute(
+            insert(_REC_TABLE).returning(_REC_TABLE.c.id, sort_by_parameter_order=True), values
         )
-        for row, new_id in zip(rows, result.scalars().all(), strict=True):
-            row.id = new_id
-        return rows
-
-    async def add_recommendations_many(
-        self, ranked: list[tuple[int, list[dict[str, Any]]]]
-    ) -> list[list[Recommendation]]:
-        """:meth:`add_recommendations` for several runs, with one multi-row insert."""
-        now = datetime.now(UTC)
-        per_run = [
-            [recommendation_row(run_id, rank, rec) for rank, rec in enumerate(recs, start=1)] for run_id, recs in ranked
-        ]
-        rows = [row for group in per_run for row in group]
-        if rows:
-            values = [
-                {c: getattr(row, c) for c in _REC_COLUMNS}
-                | {"created_at": now, "updated_at": now, "status_changed_at": None}
-                for row in rows
-            ]
-            # The table on the connection, not the entity: no ORM bulk-insert bookkeeping.
-            connection = await self.repository.session.connection()
-            result = await connection.execute(
-                insert(_REC_TABLE).returning(_REC_TABLE.c.id, sort_by_parameter_order=True), values
-            )
-            for row, new_id in zip(rows, result.scalars().all(), strict=True):
-                row.id = new_id
-        return per_run
+        return [Recommendation(id=i, **v) for i, v in zip(result.scalars().all(), values, strict=True)]
 
     async def recommendations(self, run_id: int) -> list[Recommendation]:
         rows = await self.repository.session.execute(
@@ -409,31 +325,39 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
 
 
 def recommendation_row(run_id: int, rank: int, rec: dict[str, Any]) -> Recommendation:
+    return Recommendation(run_id=run_id, **recommendation_values(rank, rec))
+
+
+_REC_KNOWN = frozenset({
+    "rule_id", "name", "action", "phase", "severity", "score", "title", "evidence", "fix",
+    "expected_gain", "confidence",
+})  # fmt: skip
+
+
+def recommendation_values(rank: int, rec: dict[str, Any]) -> dict[str, Any]:
+    """The column values of a ranked recommendation as the rules engine gives it (run id aside)."""
     from advisor.rules.severity import Severity
 
     severity = str(rec.get("severity", "none"))
-    known = {
-        "rule_id", "name", "action", "phase", "severity", "score", "title",
-        "evidence", "fix", "expected_gain", "confidence",
-    }  # fmt: skip
-    return Recommendation(
-        run_id=run_id,
-        rank=rank,
-        rule_id=str(rec["rule_id"]),
-        name=str(rec.get("name", "")),
-        action=str(rec["action"]),
-        phase=rec.get("phase"),
-        severity=severity,
-        severity_level=int(Severity.from_label(severity)),
-        score=float(rec.get("score", 0.0)),
-        confidence=rec.get("confidence"),
-        title=str(rec.get("title", "")),
-        evidence=list(rec.get("evidence", [])),
-        fix=dict(rec.get("fix", {})),
-        expected_gain=rec.get("expected_gain"),
-        body={k: v for k, v in rec.items() if k not in known},
-        status="open",
-    )
+    return {
+        "rank": rank,
+        "rule_id": str(rec["rule_id"]),
+        "name": str(rec.get("name", "")),
+        "action": str(rec["action"]),
+        "phase": rec.get("phase"),
+        "severity": severity,
+        "severity_level": int(Severity.from_label(severity)),
+        "score": float(rec.get("score", 0.0)),
+        "confidence": rec.get("confidence"),
+        "title": str(rec.get("title", "")),
+        "evidence": list(rec.get("evidence", [])),
+        "fix": dict(rec.get("fix", {})),
+        "expected_gain": rec.get("expected_gain"),
+        "body": {k: v for k, v in rec.items() if k not in _REC_KNOWN},
+        "status": "open",
+        "status_note": None,
+        "status_changed_at": None,
+    }
 
 
 def is_integrity_error(exc: BaseException) -> bool:
