@@ -26,6 +26,7 @@ Formulas (B = bytes, F = FLOPs, BW = bandwidth in B/s, T = dense FLOP/s of the c
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal
 
@@ -399,6 +400,33 @@ def analyse(
     kv_cache_dtype: str = "auto",
     gpu_memory_utilization: float = 0.9,
 ) -> Roofline:
+    """The whole roofline for one setup and workload (see :func:`_analyse`).
+
+    Memoised: the specs are frozen and the result is immutable, and every analysed run asks for
+    its own roofline and those of its what-ifs, mostly the same few setups over and over.
+    """
+    args = (
+        hw, model, quant, prompt_tokens, output_tokens, kv_depth_tokens, concurrency, tensor_parallel,
+        kv_cache_dtype, gpu_memory_utilization,
+    )  # fmt: skip
+    try:
+        return _analyse_cached(*args)
+    except TypeError:  # an unhashable inline spec: compute it afresh
+        return _analyse(*args)
+
+
+def _analyse(
+    hw: HardwareSpec,
+    model: ModelSpec,
+    quant: QuantSpec,
+    prompt_tokens: float | None,
+    output_tokens: float | None,
+    kv_depth_tokens: float,
+    concurrency: float,
+    tensor_parallel: int,
+    kv_cache_dtype: str,
+    gpu_memory_utilization: float,
+) -> Roofline:
     """The whole roofline for one setup and workload.
 
     * Context: ``context_tokens = kv_depth + prompt + output`` (what a sequence must fit);
@@ -554,3 +582,6 @@ def analyse(
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,
     )
+
+
+_analyse_cached = functools.lru_cache(maxsize=4096)(_analyse)

@@ -71,6 +71,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             request_log_fields=("method", "path", "query"),
             response_log_fields=["status_code"],
         ),
+        # Request logs are INFO lines: above INFO the middleware would only gather what is dropped.
+        enable_middleware_logging=level <= logging.INFO,
     )
     app = Litestar(
         route_handlers=_route_handlers(),
