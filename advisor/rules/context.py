@@ -12,6 +12,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from advisor.canonical import SLO, CanonicalRun, Percentiles
@@ -28,11 +29,13 @@ __all__ = [
     "BASELINE_METRICS",
     "SUPPLY_HINTS",
     "Baseline",
+    "BaselinePoint",
     "ExpectationsFn",
     "Measured",
     "MetricBaseline",
     "MissingField",
     "RunContext",
+    "baseline_point",
     "build_baseline",
     "build_context",
     "comparable",
@@ -318,8 +321,35 @@ def _robust(values: Sequence[float]) -> tuple[float, float]:
     return med, 1.4826 * mad
 
 
+@dataclass(frozen=True, slots=True)
+class BaselinePoint:
+    """What the baseline needs of one earlier run, derived once (:func:`baseline_point`): a process
+    that keeps recent runs in memory keeps these, not the runs."""
+
+    measured_at: datetime | None
+    setup_key: tuple[Any, ...]
+    workload: tuple[float | None, float | None, float | None, float | None]  # prompt, output, concurrency, rate
+    values: Mapping[str, float]  # BASELINE_METRICS that the run has
+
+
+def baseline_point(run: CanonicalRun) -> BaselinePoint:
+    meas = measure(run)
+    values: dict[str, float] = {}
+    for path in BASELINE_METRICS:
+        v = meas.decode_tok_s if path == "decode_tok_s" else metric_value(run, path)
+        if v is not None and math.isfinite(v):
+            values[path] = v
+    w = run.workload
+    return BaselinePoint(
+        run.measured_at,
+        _setup_key(run),
+        (w.prompt_tokens_mean, w.output_tokens_mean, w.concurrency, w.request_rate),
+        values,
+    )
+
+
 def build_baseline(
-    runs: Iterable[CanonicalRun],
+    runs: Iterable[CanonicalRun | BaselinePoint],
     *,
     current: CanonicalRun | None = None,
     max_runs: int = 20,
@@ -327,26 +357,27 @@ def build_baseline(
 ) -> Baseline | None:
     """Summarise the most recent ``max_runs`` runs comparable with ``current`` (all given runs
     when ``current`` is None) that were measured before it. None with fewer than ``min_runs``."""
-    pool = list(runs)
+    pool = [r if isinstance(r, BaselinePoint) else baseline_point(r) for r in runs if r is not current]
     if current is not None:
         key = _setup_key(current)
-        pool = [r for r in pool if r is not current and comparable(current, r, run_key=key)]
+        w = current.workload
+        mine = (w.prompt_tokens_mean, w.output_tokens_mean, w.concurrency, w.request_rate)
+        pool = [
+            p
+            for p in pool
+            if p.setup_key == key and all(_close(a, b, 0.25) for a, b in zip(mine, p.workload, strict=True))
+        ]
         if current.measured_at is not None:
-            pool = [r for r in pool if r.measured_at is None or r.measured_at < current.measured_at]
+            pool = [p for p in pool if p.measured_at is None or p.measured_at < current.measured_at]
     # Most recent first; runs without a timestamp keep their given order, after dated ones.
-    dated = sorted((r for r in pool if r.measured_at is not None), key=lambda r: r.measured_at, reverse=True)  # type: ignore[arg-type, return-value]
-    undated = [r for r in pool if r.measured_at is None]
+    dated = sorted((p for p in pool if p.measured_at is not None), key=lambda p: p.measured_at, reverse=True)  # type: ignore[arg-type, return-value]
+    undated = [p for p in pool if p.measured_at is None]
     chosen = (dated + undated)[:max_runs]
     if len(chosen) < min_runs:
         return None
-    measured = [measure(r) for r in chosen]
     metrics: dict[str, MetricBaseline] = {}
     for path, higher in BASELINE_METRICS.items():
-        values: list[float] = []
-        for run, meas in zip(chosen, measured, strict=True):
-            v = meas.decode_tok_s if path == "decode_tok_s" else metric_value(run, path)
-            if v is not None and math.isfinite(v):
-                values.append(v)
+        values = [p.values[path] for p in chosen if path in p.values]
         if len(values) >= min_runs:
             med, spread = _robust(values)
             metrics[path] = MetricBaseline(med, spread, len(values), higher)
@@ -376,7 +407,7 @@ def build_context(
     *,
     catalog: Catalog | None = None,
     slo: SLO | None = None,
-    baseline_runs: Iterable[CanonicalRun] = (),
+    baseline_runs: Iterable[CanonicalRun | BaselinePoint] = (),
     expectations_fn: ExpectationsFn | None = None,
 ) -> RunContext:
     """Resolve, compute the physics and the expectations, and freeze it all for the rules.

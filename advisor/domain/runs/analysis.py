@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.canonical import SLO, CanonicalRun
-from advisor.rules.context import ExpectationsFn, build_context
+from advisor.rules.context import BaselinePoint, ExpectationsFn, build_context
 from advisor.rules.engine import advise
 
 __all__ = ["Analysis", "analyse"]
@@ -38,7 +38,7 @@ def analyse(
     run: CanonicalRun,
     *,
     slo: SLO | None,
-    baseline: Sequence[CanonicalRun],
+    baseline: Sequence[CanonicalRun | BaselinePoint],
     catalog: Any,
     expectations_fn: ExpectationsFn | None = None,
 ) -> Analysis:

@@ -3,7 +3,8 @@
 Every submission is compared with the last runs of its deployment on the same runtime, hardware,
 model, quantization and concurrency (:meth:`RunService.baseline`). Reading and decoding those rows
 cost more than the rest of the analysis, and consecutive submissions of one deployment ask for the
-same cell, so each process keeps the newest :data:`CELL_ROWS` runs of the cells it has seen:
+same cell, so each process keeps the newest :data:`CELL_ROWS` runs of the cells it has seen (as
+:class:`~advisor.rules.context.BaselinePoint`, what the baseline needs of each):
 
 * it answers from memory when it holds every run of the cell, or at least ``limit`` runs measured
   before the one being analysed (a live stream of submissions, newest last);
@@ -26,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from advisor.canonical import CanonicalRun
+from advisor.rules.context import BaselinePoint, baseline_point
 
 __all__ = ["CELL_ROWS", "TTL_SECONDS", "BaselineCache", "cell_key", "invalidate"]
 
@@ -49,9 +51,9 @@ class _Cell:
     loaded_at: float
     complete: bool  # holds every run of the cell (as loaded, plus this process's writes since)
     stamps: list[datetime] = field(default_factory=list)  # ascending, parallel to runs
-    runs: list[CanonicalRun] = field(default_factory=list)
+    runs: list[BaselinePoint] = field(default_factory=list)  # what the baseline needs of each run
 
-    def add(self, run: CanonicalRun) -> None:
+    def add(self, run: BaselinePoint) -> None:
         assert run.measured_at is not None
         at = bisect.bisect_right(self.stamps, run.measured_at)
         self.stamps.insert(at, run.measured_at)
@@ -60,7 +62,7 @@ class _Cell:
             del self.stamps[0], self.runs[0]
             self.complete = False
 
-    def before(self, measured_at: datetime | None, limit: int) -> list[CanonicalRun] | None:
+    def before(self, measured_at: datetime | None, limit: int) -> list[BaselinePoint] | None:
         """The newest ``limit`` runs measured before ``measured_at``, newest first; None when this
         cell cannot know them."""
         end = len(self.runs) if measured_at is None else bisect.bisect_left(self.stamps, measured_at)
@@ -86,7 +88,7 @@ class BaselineCache:
         return True
 
     @classmethod
-    def lookup(cls, key: CellKey, measured_at: datetime | None, limit: int) -> list[CanonicalRun] | None:
+    def lookup(cls, key: CellKey, measured_at: datetime | None, limit: int) -> list[BaselinePoint] | None:
         """The baseline runs from memory, newest first; None when the cell cannot tell."""
         if not cls.holds(key):
             return None
@@ -96,7 +98,7 @@ class BaselineCache:
     @classmethod
     def store(cls, key: CellKey, newest_first: list[CanonicalRun], *, complete: bool) -> None:
         """Remember a cell as read from the database (its newest runs, newest first)."""
-        dated = [r for r in reversed(newest_first) if r.measured_at is not None]
+        dated = [baseline_point(r) for r in reversed(newest_first) if r.measured_at is not None]
         cls._cells[key] = _Cell(
             time.monotonic(), complete, [r.measured_at for r in dated if r.measured_at is not None], dated
         )
@@ -109,7 +111,7 @@ class BaselineCache:
         """A run this process has just committed: cells that hold its cell learn it."""
         cell = cls._cells.get(key)
         if cell is not None and run.measured_at is not None:
-            cell.add(run)
+            cell.add(baseline_point(run))
 
 
 def invalidate() -> None:

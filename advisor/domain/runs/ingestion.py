@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -48,7 +48,7 @@ from advisor.domain.runs.submission import (
 )
 from advisor.domain.runs.writes import NewDeployment, WritePlan, Written, write_plan
 from advisor.errors import AdvisorError, Conflict, InvalidInput
-from advisor.rules.context import ExpectationsFn
+from advisor.rules.context import BaselinePoint, ExpectationsFn
 
 __all__ = ["IngestionService", "PreparedRun", "Submission", "submit", "writer_lock"]
 
@@ -198,7 +198,7 @@ class IngestionService:
 
     async def _baseline(
         self, deployment_id: int | None, values: dict[str, Any], exclude: Run | None
-    ) -> list[CanonicalRun]:
+    ) -> Sequence[CanonicalRun | BaselinePoint]:
         """The deployment's recent comparable runs: from this process's cache when it can tell."""
         if deployment_id is None or exclude is not None:
             return await self.runs.baseline(exclude, deployment_id=deployment_id, values=values)
@@ -210,9 +210,10 @@ class IngestionService:
             )
             BaselineCache.store(key, newest, complete=len(newest) < CELL_ROWS)
         found = BaselineCache.lookup(key, measured_at, RunService.BASELINE_RUNS)
-        if found is None:  # older than every run the cell keeps: ask the database
-            found = await self.runs.baseline(None, deployment_id=deployment_id, values=values)
-        return found
+        if found is not None:
+            return found
+        # Older than every run the cell keeps: ask the database.
+        return await self.runs.baseline(None, deployment_id=deployment_id, values=values)
 
     async def analyse_stored(self, row: Run, *, commit: bool = True) -> Analysis:
         """Analyse a stored run that has no analysis yet (bulk-loaded) and store the result."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ def _run(minute: int) -> CanonicalRun:
     return CanonicalRun(measured_at=T0 + timedelta(minutes=minute), setup=Setup(runtime="vllm"))
 
 
-def _minutes(runs: list[CanonicalRun] | None) -> list[int] | None:
+def _minutes(runs: list[Any] | None) -> list[int] | None:
     if runs is None:
         return None
     return [int((r.measured_at - T0).total_seconds() // 60) for r in runs if r.measured_at is not None]
