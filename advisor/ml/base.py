@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from scipy.optimize import least_squares
 
 from advisor.ml.features import FEATURES
 
@@ -67,7 +68,6 @@ MAX_ROWS = 20_000
 _IDX = {name: i for i, name in enumerate(FEATURES)}
 _DECODE = "decode"
 _EFFICIENCY = "efficiency"
-_MAX_ITERATIONS = 100
 
 
 def cell_of(kind: object, family: object) -> str:
@@ -243,40 +243,9 @@ def fit_base(
         start = np.array([math.log(1.2), math.log(0.005), math.log(0.0003)])
     else:
         start = np.array([float(np.average(y - x.correction, weights=weight))])
-    theta = _levenberg_marquardt(residuals, np.concatenate([start, np.zeros(n_cells + len(kind_names))]))
+    x0 = np.concatenate([start, np.zeros(n_cells + len(kind_names))])
+    # Levenberg-Marquardt (MINPACK through scipy): a dozen parameters, forward-difference Jacobian.
+    theta = least_squares(residuals, x0, method="lm", x_scale=1.0).x
     labels = names.tolist() + kind_names.tolist()
     cells = {str(name): float(value) for name, value in zip(labels, theta[n_shared:].tolist(), strict=True)}
     return PhysicalBase(shape, tuple(float(v) for v in theta[:n_shared]), cells, corrected)
-
-
-def _levenberg_marquardt(residuals: Any, theta: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Minimise ``sum(residuals(theta)**2)`` (a dozen parameters; forward-difference Jacobian)."""
-    r = residuals(theta)
-    cost = float(r @ r)
-    damping = 1e-3
-    for _ in range(_MAX_ITERATIONS):
-        jacobian = np.empty((len(r), len(theta)))
-        for j in range(len(theta)):
-            step = 1e-6 * max(1.0, abs(theta[j]))
-            shifted = theta.copy()
-            shifted[j] += step
-            jacobian[:, j] = (residuals(shifted) - r) / step
-        jtj, jtr = jacobian.T @ jacobian, jacobian.T @ r
-        improved = False
-        while damping < 1e10:
-            delta = np.linalg.solve(jtj + damping * np.diag(np.diag(jtj) + 1e-12), -jtr)
-            candidate = theta + delta
-            r_new = residuals(candidate)
-            new_cost = float(r_new @ r_new)
-            if np.isfinite(new_cost) and new_cost < cost:
-                improved = True
-                damping = max(damping / 3.0, 1e-9)
-                break
-            damping *= 4.0
-        if not improved:
-            break
-        gain = cost - new_cost
-        theta, r, cost = candidate, r_new, new_cost
-        if gain <= 1e-12 * max(cost, 1e-12):
-            break
-    return theta
