@@ -81,12 +81,14 @@ class ServerSettings(BaseSettings):
 
 
 class AuthSettings(BaseSettings):
-    """Who may call the API. Token auth itself arrives with the security hardening work."""
+    """Who may call the API. In ``token`` mode every /api/v1 request needs ``Authorization: Bearer``
+    with a token from ``advisor tokens create`` whose role (read < submit < admin) suffices."""
 
     model_config = _config("ADVISOR_AUTH_")
 
     mode: Literal["none", "token"] = Field(
-        default="none", description="none: open API (local use); token: bearer tokens required."
+        default="none",
+        description="none: open API (local use); token: bearer tokens with roles required under /api/v1.",
     )
 
 

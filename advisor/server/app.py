@@ -12,6 +12,7 @@ from litestar.logging.config import StructLoggingConfig
 from litestar.middleware.logging import LoggingMiddlewareConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.plugins import InitPlugin
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from litestar.plugins.structlog import StructlogConfig, StructlogPlugin
 from litestar.types import ControllerRouterHandler
@@ -48,6 +49,15 @@ _PROMETHEUS = PrometheusConfig(
 )
 
 
+def _auth_plugins(settings: Settings) -> list[InitPlugin]:
+    """ADVISOR_AUTH_MODE=token installs the bearer-token guard; "none" installs nothing (no cost)."""
+    if settings.auth.mode != "token":
+        return []
+    from advisor.domain.auth import TokenAuthPlugin
+
+    return [TokenAuthPlugin()]
+
+
 def create_app(settings: Settings | None = None) -> Litestar:
     """Build the app. ``settings`` defaults to the environment (``ADVISOR_*``)."""
     settings = settings or get_settings()
@@ -80,6 +90,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             SQLAlchemyPlugin(config=sqlalchemy_config),
             problem_details_plugin(),
             StructlogPlugin(log_config),
+            *_auth_plugins(settings),
         ],
         middleware=[RequestIdMiddleware(), _PROMETHEUS.middleware],
         exception_handlers={Exception: internal_error_handler},

@@ -47,6 +47,7 @@ class CatalogController(Controller):
     @post(
         "/{kind:str}",
         summary="Add a custom entry (inline-spec form with an id; models may give a config.json)",
+        opt={"role": "admin"},
     )
     async def add_entry(
         self, db_session: NamedDependency[AsyncSession], kind: KindParam, data: JSONBody[dict[str, Any]]

@@ -18,9 +18,9 @@ from advisor.domain.models.services import FittedModelService, JobService, run_f
 class ModelController(Controller):
     """Fitted-model versions.
 
-    Fitting, activation and rollback are admin operations. Token auth arrives with a later issue:
-    its admin guard goes on those three handlers (``guards=[requires_admin]``); listing stays
-    open to every authenticated reader.
+    Fitting, activation and rollback are admin operations: with ``ADVISOR_AUTH_MODE=token`` the
+    app-level guard (advisor/domain/auth/guards.py) reads ``opt={"role": "admin"}`` on those three
+    handlers; listing and polling need the read role.
     """
 
     path = "/models"
@@ -42,6 +42,7 @@ class ModelController(Controller):
         "/fit",
         summary="Fit a new version in the background (admin); poll the returned job",
         status_code=HTTP_202_ACCEPTED,
+        opt={"role": "admin"},
     )
     async def fit(
         self, request: Request[Any, Any, Any], db_session: NamedDependency[AsyncSession], data: JSONBody[FitIn]
@@ -59,10 +60,20 @@ class ModelController(Controller):
     async def get_job(self, jobs: NamedDependency[JobService], job_id: FromPath[int]) -> JobOut:
         return JobService.to_out(await jobs.get_job(job_id))
 
-    @post("/{version:str}/activate", summary="Serve this version from every worker (admin)", status_code=200)
+    @post(
+        "/{version:str}/activate",
+        summary="Serve this version from every worker (admin)",
+        status_code=200,
+        opt={"role": "admin"},
+    )
     async def activate(self, models: NamedDependency[FittedModelService], version: FromPath[str]) -> ActiveModelOut:
         return await models.activate(version)
 
-    @post("/rollback", summary="Restore the version active before the last activation (admin)", status_code=200)
+    @post(
+        "/rollback",
+        summary="Restore the version active before the last activation (admin)",
+        status_code=200,
+        opt={"role": "admin"},
+    )
     async def rollback(self, models: NamedDependency[FittedModelService]) -> ActiveModelOut:
         return await models.rollback()

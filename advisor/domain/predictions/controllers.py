@@ -19,7 +19,12 @@ class PredictController(Controller):
     path = "/predict"
     tags = ("predictions",)
 
-    @post("/", summary="What-if: ceilings and expected performance of a setup and workload", status_code=200)
+    @post(
+        "/",
+        summary="What-if: ceilings and expected performance of a setup and workload",
+        status_code=200,
+        opt={"role": "read"},  # stores nothing
+    )
     async def predict(self, db_session: NamedDependency[AsyncSession], data: JSONBody[PredictIn]) -> PredictOut:
         if data.setup.runtime is not None and data.setup.runtime not in RUNTIMES:
             raise InvalidInput(f"unknown runtime {data.setup.runtime!r}", field="setup.runtime")

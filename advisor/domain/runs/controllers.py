@@ -235,6 +235,7 @@ class AdviseController(Controller):
         summary="Analyse a run without storing anything",
         description=_RUN_PARAMS_DOC,
         status_code=200,
+        opt={"role": "read"},  # stores nothing
         operation_class=SubmissionOperation,
         responses={200: ResponseSpec(RunResultDoc, description="The analysis; a sweep answers {runs: [...]}")},
     )
