@@ -15,6 +15,7 @@ from advisor import __version__
 from advisor.cli.admin_commands import runs_reparse_command
 from advisor.cli.model_commands import extend_model_group
 from advisor.cli.server_commands import catalog_group, db_group, serve_command
+from advisor.cli.token_commands import tokens_group
 from advisor.client.commands import CLIENT_COMMANDS, model_group, runs_group
 from advisor.settings import SettingsError
 
@@ -49,6 +50,7 @@ def cli() -> None:
 cli.add_command(serve_command)
 cli.add_command(db_group)
 cli.add_command(catalog_group)
+cli.add_command(tokens_group)
 for _command in CLIENT_COMMANDS:
     cli.add_command(_command)
 # `runs reparse` works on the database, beside the client's `runs list|show|raw`.
