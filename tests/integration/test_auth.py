@@ -312,3 +312,19 @@ def test_cli_refuses_a_second_active_token_of_a_name_and_a_double_revoke(runner:
     twice = runner.invoke(cli, ["tokens", "revoke", "1"])
     assert twice.exit_code == 4 and "already revoked" in twice.output
     assert runner.invoke(cli, ["tokens", "list"]).output.count("revoked") == 1
+
+
+def test_the_client_cli_reports_401_and_403_with_exit_4(clean_db: str, token_client: Any, tmp_path: Any) -> None:
+    from tests.integration.test_cli_client import run_cli
+
+    run_file = tmp_path / "run.json"
+    run_file.write_text(json.dumps(CANONICAL))
+    anonymous = run_cli(token_client, "runs", "list", "-o", "json")
+    assert anonymous.exit_code == 4 and "401" in anonymous.output
+
+    token = _create(clean_db, "viewer", "read")
+    token_client.headers["Authorization"] = f"Bearer {token}"
+    assert run_cli(token_client, "runs", "list", "-o", "json").exit_code == 0
+    denied = run_cli(token_client, "submit", str(run_file), "-o", "json")
+    assert denied.exit_code == 4
+    assert "403" in denied.output and "needs the submit role" in denied.output and token not in denied.output
