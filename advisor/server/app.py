@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import structlog
 from advanced_alchemy.extensions.litestar import SQLAlchemyPlugin
@@ -12,6 +13,7 @@ from litestar.logging.config import StructLoggingConfig
 from litestar.middleware.logging import LoggingMiddlewareConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import InitPlugin
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from litestar.plugins.structlog import StructlogConfig, StructlogPlugin
@@ -56,6 +58,16 @@ def _auth_plugins(settings: Settings) -> list[InitPlugin]:
     from advisor.domain.auth import TokenAuthPlugin
 
     return [TokenAuthPlugin()]
+
+
+def _openapi_security(settings: Settings) -> dict[str, Any]:
+    """Token mode: the schema declares the bearer scheme, and its UIs offer a place for the token."""
+    if settings.auth.mode != "token":
+        return {}
+    return {
+        "components": Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}),
+        "security": [{"bearer": []}],
+    }
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -104,6 +116,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             ),
             path="/schema",
             render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+            **_openapi_security(settings),
         ),
         request_max_body_size=settings.server.max_body_bytes,
         # The engine is created here, not by the plugin, so closing its pool is ours to do.

@@ -157,6 +157,27 @@ def test_submit_token_submits_but_cannot_fit(clean_db: str, token_client: Any) -
     assert token_client.post("/api/v1/catalog/hardware", json=catalog, headers=_auth(token)).status_code == 403
 
 
+def test_a_run_records_the_token_it_came_with(token_client: Any, clean_db: str) -> None:
+    token = _create(clean_db, "nightly-ci", "submit")
+    created = token_client.post("/api/v1/runs", json=CANONICAL, headers=_auth(token))
+    assert created.status_code == 201, created.text
+    assert created.json()["run"]["submitted_by"] == "nightly-ci"
+    wrapper = {
+        "context": {"submitted_by": "alice"},
+        "files": [{"name": "run.json", "content": dict(CANONICAL, labels={"other": "run"})}],
+    }
+    explicit = token_client.post("/api/v1/runs", json=wrapper, headers=_auth(token))
+    assert explicit.status_code == 201, explicit.text
+    assert explicit.json()["run"]["submitted_by"] == "alice"  # what the request says wins
+
+
+def test_token_mode_schema_declares_the_bearer_scheme(token_client: Any, client: Any) -> None:
+    schema = token_client.get("/schema/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer"}
+    assert schema["security"] == [{"bearer": []}]
+    assert "securitySchemes" not in client.get("/schema/openapi.json").json().get("components", {})
+
+
 def test_admin_token_fits(clean_db: str, token_client: Any) -> None:
     token = _create(clean_db, "ops", "admin")
     response = token_client.post("/api/v1/models/fit", json={"cv": False}, headers=_auth(token))

@@ -124,7 +124,8 @@ class RunController(Controller):
             request.app.state.sqlalchemy_config.get_engine(),
             parsed,
             idempotency_key=request.headers.get("idempotency-key"),
-            submitted_by=parsed.context.submitted_by,
+            # Who submitted: as the request says, else the name of the token it came with.
+            submitted_by=parsed.context.submitted_by or getattr(request.state, "token_name", None),
         )
         if any(r.created for r in results):
             await _maybe_refit(request)
