@@ -9,7 +9,6 @@ settings, 4 refused (unknown version, a fit already running, a version that cann
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from advisor.cli.server_commands import _settings_or_exit
+from advisor.cli.server_commands import EXIT_REFUSED, run_on_database
 
 __all__ = [
     "activate_command",
@@ -30,31 +29,13 @@ __all__ = [
 T = TypeVar("T")
 
 _EXIT_FAILED = 1
-_EXIT_REFUSED = 4
+_EXIT_REFUSED = EXIT_REFUSED
 
 
 def _run(work: Callable[[Any], Awaitable[T]]) -> T:
     """Run ``work(session_maker)`` against the configured database; errors the API would answer
     with a 4xx exit with code 4 and the message."""
-    from sqlalchemy.ext.asyncio import async_sessionmaker
-
-    from advisor.db.config import create_engine
-    from advisor.errors import AdvisorError
-
-    settings = _settings_or_exit()
-
-    async def main() -> T:
-        engine = create_engine(settings.db, pool=False)
-        try:
-            return await work(async_sessionmaker(engine, expire_on_commit=False))
-        finally:
-            await engine.dispose()
-
-    try:
-        return asyncio.run(main())
-    except AdvisorError as exc:
-        click.echo(f"advisor: {exc.detail}", err=True)
-        sys.exit(_EXIT_REFUSED)
+    return run_on_database(work)
 
 
 def _pct(value: Any) -> str:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import click
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from advisor.client.commands import catalog_add, catalog_list, catalog_show
 from advisor.settings import Settings, SettingsError, get_settings
+
+T = TypeVar("T")
 
 
 def _settings_or_exit() -> Settings:
@@ -16,6 +22,31 @@ def _settings_or_exit() -> Settings:
     except SettingsError as exc:
         click.echo(f"advisor: {exc}", err=True)
         sys.exit(2)
+
+
+EXIT_REFUSED = 4
+
+
+def run_on_database(work: Callable[[async_sessionmaker[AsyncSession]], Awaitable[T]]) -> T:
+    """Run ``work(session_maker)`` against the configured database (ADVISOR_DATABASE_URL) and
+    dispose of the engine; an error the API would answer with a 4xx exits 4 with its message."""
+    from advisor.db.config import create_engine
+    from advisor.errors import AdvisorError
+
+    settings = _settings_or_exit()
+
+    async def main() -> T:
+        engine = create_engine(settings.db, pool=False)
+        try:
+            return await work(async_sessionmaker(engine, expire_on_commit=False))
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(main())
+    except AdvisorError as exc:
+        click.echo(f"advisor: {exc.detail}", err=True)
+        sys.exit(EXIT_REFUSED)
 
 
 @click.command("serve")

@@ -8,16 +8,14 @@ unknown or already revoked token).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from advisor.cli.server_commands import _settings_or_exit
+from advisor.cli.server_commands import EXIT_REFUSED, run_on_database
 
 if TYPE_CHECKING:
     from advisor.domain.auth import ApiTokenService, TokenOut
@@ -26,32 +24,18 @@ __all__ = ["tokens_group"]
 
 T = TypeVar("T")
 
-_EXIT_REFUSED = 4
+_EXIT_REFUSED = EXIT_REFUSED
 
 
 def _with_service(work: Callable[[ApiTokenService], Awaitable[T]]) -> T:
     """Run ``work(service)`` on the configured database; refusals exit 4 with the message."""
-    from sqlalchemy.ext.asyncio import async_sessionmaker
-
-    from advisor.db.config import create_engine
     from advisor.domain.auth import ApiTokenService
-    from advisor.errors import AdvisorError
 
-    settings = _settings_or_exit()
+    async def with_session(sessions: Any) -> T:
+        async with sessions() as session:
+            return await work(ApiTokenService(session=session))
 
-    async def main() -> T:
-        engine = create_engine(settings.db, pool=False)
-        try:
-            async with async_sessionmaker(engine, expire_on_commit=False)() as session:
-                return await work(ApiTokenService(session=session))
-        finally:
-            await engine.dispose()
-
-    try:
-        return asyncio.run(main())
-    except AdvisorError as exc:
-        click.echo(f"advisor: {exc.detail}", err=True)
-        sys.exit(_EXIT_REFUSED)
+    return run_on_database(with_session)
 
 
 def _when(value: datetime | None) -> str:
