@@ -170,3 +170,37 @@ def test_progress_reports_every_step(public_observations: list[Observation]) -> 
     total = seen[-1][1]
     assert total == 2 * 5 + 2  # two targets: five folds each, then two final fits
     assert [d for d, _ in seen] == list(range(1, total + 1))
+
+
+def test_large_final_fits_learn_the_trees_from_a_weighted_draw(
+    public_observations: list[Observation], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past RESAMPLE_ROWS the trees fit an unweighted draw in proportion to the weights: the same
+    model in expectation, and no weighted-percentile binning."""
+    from advisor.ml import train
+
+    ts = build_training_sets(public_observations)["decode_tok_s"]
+    frame = ts.frame
+    weighted_base, weighted = train._fit_hybrid(ts.target, frame, ts.y, ts.weight)
+    calls: list[object] = []
+    real = train.gradient_boosting
+
+    def spy(**kwargs: object) -> object:
+        pipeline = real(**kwargs)
+        fit_ = pipeline.fit
+
+        def fit(x: object, y: object, **params: object) -> object:
+            calls.append(params.get("model__sample_weight"))
+            return fit_(x, y, **params)
+
+        pipeline.fit = fit  # type: ignore[method-assign]
+        return pipeline
+
+    monkeypatch.setattr(train, "gradient_boosting", spy)
+    monkeypatch.setattr(train, "RESAMPLE_ROWS", len(ts) // 2)
+    base, drawn = train._fit_hybrid(ts.target, frame, ts.y, ts.weight)
+    assert calls == [None]  # unweighted
+    assert base.params == weighted_base.params  # the base still sees every row and weight
+    full = weighted_base.predict_frame(frame) + weighted.predict(frame)
+    half = base.predict_frame(frame) + drawn.predict(frame)
+    assert float(np.median(np.abs(half - ts.y))) < 1.5 * float(np.median(np.abs(full - ts.y)))
