@@ -315,7 +315,8 @@ class IngestionService:
                     claimed.add(p.hash)
                     fresh.append((j, p))
 
-        # Answers for runs stored earlier, read now: the rollback below expires the loaded rows.
+        # Answers for runs stored earlier, built while their rows are loaded (a failed write's
+        # rollback would expire them).
         earlier = {
             p.hash: await self._result_for(existing[p.hash], created=False)
             for j, job in enumerate(jobs)
