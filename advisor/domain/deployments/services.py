@@ -42,13 +42,6 @@ class DeploymentService(SQLAlchemyAsyncRepositoryService[Deployment]):
     async def get_by_name(self, name: str) -> Deployment | None:
         return await self.get_one_or_none(Deployment.name == name)
 
-    async def by_names(self, names: list[str]) -> dict[str, Deployment]:
-        """The deployments with these names, in one query."""
-        if not names:
-            return {}
-        rows = await self.repository.session.execute(select(Deployment).where(Deployment.name.in_(names)))
-        return {row.name: row for row in rows.scalars()}
-
     async def ensure(self, name: str, *, runtime: str | None = None, slo: SLO | None = None) -> Deployment:
         """The deployment called ``name``, created on first use; a given SLO replaces the stored one."""
         validate_deployment_name(name)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from advisor.canonical import RUNTIMES, SLO, CanonicalRun, validate_slo
@@ -46,9 +47,11 @@ from advisor.domain.runs.submission import (
     content_hash,
     normalise_run,
 )
-from advisor.domain.runs.writes import NewDeployment, WritePlan, Written, write_plan
+from advisor.domain.runs.writes import NewDeployment, WritePlan, Written, read_batch, write_plan
 from advisor.errors import AdvisorError, Conflict, InvalidInput
 from advisor.rules.context import BaselinePoint, ExpectationsFn
+
+T = TypeVar("T")
 
 __all__ = ["IngestionService", "PreparedRun", "Submission", "submit", "writer_lock"]
 
@@ -285,7 +288,13 @@ class IngestionService:
                 await self._prepare_submission(job)
             except AdvisorError as exc:  # a bad name or value: that submission's 4xx
                 outcomes[j] = exc
-        existing = await self.runs.by_hashes([p.hash for job in jobs for p in job.prepared])
+        hashes = [p.hash for job in jobs for p in job.prepared]
+        named = {p.resolved.run.deployment for job in jobs for p in job.prepared} - {None}
+        reads = await self._on_connection(
+            functools.partial(read_batch, hashes=hashes, names=sorted(str(n) for n in named))
+        )
+        # Stored runs are rare (resubmissions): only then are their rows loaded.
+        existing = await self.runs.by_hashes(sorted(reads.known_hashes)) if reads.known_hashes else {}
         keys = [k for job in jobs if job.idempotency_key for k in _keys(job.idempotency_key, len(job.prepared))]
         keyed_rows = await self.runs.by_idempotency_keys(keys) if keys else []
         slo_updates: dict[str, SLO] = {}
@@ -324,8 +333,8 @@ class IngestionService:
             for p in job.prepared
             if p.hash in existing
         }
-        names = {p.resolved.run.deployment for _, p in fresh} | set(slo_updates)
-        known = await self.deployments.by_names(sorted(n for n in names if n))
+        # Detached stand-ins: the analysis reads their id and SLO, the write phase their id.
+        known = {name: Deployment(id=ident, name=name, slo=slo) for name, (ident, slo) in reads.deployments.items()}
         now = datetime.now(UTC)
         analyses: dict[str, Analysis] = {}
         for j, item in fresh:
@@ -456,13 +465,16 @@ class IngestionService:
         return out
 
     async def _execute(self, plan: WritePlan) -> Written:
-        """Run the write plan: on SQLite in one hand-off to the writer thread (it commits), on
-        Postgres in this session's transaction (the caller commits)."""
+        return await self._on_connection(functools.partial(write_plan, plan=plan))
+
+    async def _on_connection(self, fn: Callable[[Connection], T]) -> T:
+        """``fn(connection)``: on SQLite in one hand-off to the writer thread (its own transaction,
+        committed), on Postgres in this session's transaction (the caller commits)."""
         engine = self.session.bind
         if isinstance(engine, AsyncEngine) and engine.dialect.name == "sqlite":
-            return await sqlite_writer(engine).run(functools.partial(write_plan, plan=plan))
+            return await sqlite_writer(engine).run(fn)
         connection = await self.session.connection()
-        return await connection.run_sync(write_plan, plan)
+        return await connection.run_sync(fn)
 
     async def bulk(self, items: list[ParsedSubmission], *, raw: bytes, content_type: str | None) -> BulkResult:
         """Store many runs in one transaction, all or nothing, without per-run analysis: their

@@ -25,7 +25,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
 from advisor.db.models import Deployment, RawPayload, Recommendation, Run
 
-__all__ = ["NewDeployment", "WritePlan", "Written", "insert_raw_payloads", "write_plan"]
+__all__ = ["BatchReads", "NewDeployment", "WritePlan", "Written", "insert_raw_payloads", "read_batch", "write_plan"]
 
 RUN_TABLE = cast("Table", Run.__table__)
 REC_TABLE = cast("Table", Recommendation.__table__)
@@ -62,6 +62,33 @@ class Written:
     deployment_ids: dict[str, int]
     run_ids: list[int]
     recommendation_ids: list[list[int]]
+
+
+@dataclass
+class BatchReads:
+    """What a batch must know before analysing: which content hashes are stored already, and the
+    deployments it names (id and stored SLO)."""
+
+    known_hashes: set[str]
+    deployments: dict[str, tuple[int, dict[str, Any]]]
+
+
+def read_batch(connection: Connection, hashes: list[str], names: list[str]) -> BatchReads:
+    """The reads of a batch, in one go on ``connection`` (on SQLite: one hand-off, see above)."""
+    known: set[str] = set()
+    for start in range(0, len(hashes), 500):
+        chunk = hashes[start : start + 500]
+        found = connection.execute(select(RUN_TABLE.c.content_hash).where(RUN_TABLE.c.content_hash.in_(chunk)))
+        known.update(found.scalars())
+    deployments: dict[str, tuple[int, dict[str, Any]]] = {}
+    if names:
+        rows = connection.execute(
+            select(DEPLOYMENT_TABLE.c.name, DEPLOYMENT_TABLE.c.id, DEPLOYMENT_TABLE.c.slo).where(
+                DEPLOYMENT_TABLE.c.name.in_(names)
+            )
+        )
+        deployments = {name: (int(i), dict(slo or {})) for name, i, slo in rows.all()}
+    return BatchReads(known, deployments)
 
 
 def write_plan(connection: Connection, plan: WritePlan) -> Written:
