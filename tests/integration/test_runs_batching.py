@@ -123,3 +123,31 @@ async def test_bulk_loaded_history_reaches_the_baseline_at_once(settings: Settin
         assert bulk.status_code == 200 and bulk.json()["created"] == 10
         slow = await client.post("/api/v1/runs", content=_run(200, decode=25.0))
     assert "REG003" in _rule_ids(slow)
+
+
+async def test_an_in_memory_sqlite_database_is_written_through_its_own_connection() -> None:
+    """The writer thread opens a second connection, which would see another, empty in-memory
+    database: for ``:memory:`` the batch's reads and writes stay on the session's connection."""
+    from advanced_alchemy.base import metadata_registry
+    from sqlalchemy import func, select
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+
+    from advisor.db.config import create_engine
+    from advisor.db.models import Run
+    from advisor.domain.runs.ingestion import IngestionService
+    from advisor.domain.runs.submission import parse_submission
+    from advisor.settings import DatabaseSettings
+
+    engine = create_engine(DatabaseSettings(url="sqlite+aiosqlite:///:memory:"))
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(metadata_registry.get(None).create_all)
+        parsed = parse_submission(
+            _run(1), content_type="application/json", format_id="auto", query_context={}, header_context={}
+        )
+        async with async_sessionmaker(engine, expire_on_commit=False)() as session:
+            (result,) = await IngestionService(session).submit(parsed)
+            assert result.created
+            assert (await session.execute(select(func.count(Run.id)))).scalar_one() == 1
+    finally:
+        await engine.dispose()

@@ -471,7 +471,11 @@ class IngestionService:
         """``fn(connection)``: on SQLite in one hand-off to the writer thread (its own transaction,
         committed), on Postgres in this session's transaction (the caller commits)."""
         engine = self.session.bind
-        if isinstance(engine, AsyncEngine) and engine.dialect.name == "sqlite":
+        if (
+            isinstance(engine, AsyncEngine)
+            and engine.dialect.name == "sqlite"
+            and engine.url.database not in (None, "", ":memory:")  # another connection would not see it
+        ):
             return await sqlite_writer(engine).run(fn)
         connection = await self.session.connection()
         return await connection.run_sync(fn)
