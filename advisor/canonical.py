@@ -28,6 +28,7 @@ __all__ = [
     "Workload",
     "decode_run",
     "run_to_builtins",
+    "typed_scalar",
     "validate_run",
     "validate_setup",
     "validate_slo",
@@ -205,6 +206,23 @@ def _field_from_msgspec(message: str) -> str | None:
 
 
 _RATIO_FIELDS = ("kv_cache_usage_mean", "kv_cache_usage_max", "prefix_cache_hit_rate")
+
+
+def typed_scalar(value: str) -> Any:
+    """A ``key=value`` value (engine arg, label, SLO) as the JSON scalar it spells: ``true``/``false``,
+    ``null``/``none``, an int, a float, else the string as given. The server types query
+    parameters with it and the client its options, so both mean the same."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "none"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            continue
+    return value
 
 
 def validate_run(run: CanonicalRun) -> None:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar, cast
 import click
 import httpx
 
+from advisor.canonical import typed_scalar
 from advisor.client.gate import SEVERITIES, VERDICTS
 from advisor.client.http import AdvisorClient, ApiError, Rejected
 from advisor.client.render import OUTPUTS
@@ -218,21 +219,6 @@ def context_options(*, model_option: str = "--model", model_help: str | None = N
     return apply
 
 
-def _scalar(value: str) -> Any:
-    """Engine-arg and SLO values typed like the server types query parameters."""
-    lowered = value.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("null", "none"):
-        return None
-    for cast_ in (int, float):
-        try:
-            return cast_(value)
-        except ValueError:
-            continue
-    return value.strip()
-
-
 def parse_pairs(values: Sequence[str], option: str, *, typed: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in values:
@@ -242,7 +228,7 @@ def parse_pairs(values: Sequence[str], option: str, *, typed: bool) -> dict[str,
         key = key.strip()
         if not key:
             raise click.BadParameter(f"empty key in {item!r}", param_hint=option)
-        out[key.replace("-", "_") if typed else key] = _scalar(value) if typed else value.strip()
+        out[key.replace("-", "_") if typed else key] = typed_scalar(value.strip()) if typed else value.strip()
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from advisor.canonical import SLO, CanonicalRun, run_to_builtins, validate_setup
+from advisor.canonical import SLO, CanonicalRun, run_to_builtins, typed_scalar, validate_setup
 from advisor.errors import Conflict, InvalidInput, MalformedInput, UnknownName
 from advisor.ingest import Input, parse
 
@@ -80,21 +80,6 @@ class Wrapper(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     slo: SLO | None = None
 
 
-def _scalar(value: str) -> Any:
-    """Engine-arg and label values arrive as strings; give JSON scalars their type."""
-    lowered = value.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("null", "none"):
-        return None
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            continue
-    return value
-
-
 def _pairs(values: Sequence[str], field: str, *, typed: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for chunk in values:
@@ -105,7 +90,7 @@ def _pairs(values: Sequence[str], field: str, *, typed: bool) -> dict[str, Any]:
             key = key.strip().replace("-", "_") if typed else key.strip()
             if not key:
                 raise InvalidInput(f"empty key in {item!r}", field=field)
-            out[key] = _scalar(value) if typed else value.strip()
+            out[key] = typed_scalar(value) if typed else value.strip()
     return out
 
 
