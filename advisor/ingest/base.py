@@ -2,7 +2,8 @@
 
 A parser turns the bytes of one file into one or more canonical runs. Sniffing is cheap and works on
 an :class:`Input` decoded once (JSON document, JSON-Lines records or text), so that twelve parsers do
-not each re-decode a 10 MB body.
+not each re-decode a 10 MB body. :class:`ParserBase` holds what every built-in parser shares: its
+sniffing priority and the ``parse`` template, so that a parser writes only its own hooks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import yaml
 from advisor.canonical import CanonicalRun
 from advisor.errors import IngestError, MalformedInput
 
-__all__ = ["Input", "Parser", "ParserBase"]
+__all__ = ["DEFAULT_PRIORITY", "Input", "Parser", "ParserBase"]
+
+#: Sniffing priority of a parser that declares none.
+DEFAULT_PRIORITY = 100
 
 
 def _lenient_json(text: str) -> Any:
@@ -85,6 +89,17 @@ class Input:
                 return None
         return records or None
 
+    @property
+    def records(self) -> list[Any] | None:
+        """The body as records: one JSON object, the items of a JSON array, or JSON-Lines; None
+        when it is none of these."""
+        doc = self.json
+        if isinstance(doc, dict):
+            return [doc]
+        if isinstance(doc, list):
+            return doc
+        return self.json_lines
+
     @cached_property
     def yaml(self) -> Any:
         """The body as one YAML document when it is not JSON (guidellm and llm-d write YAML reports),
@@ -138,18 +153,73 @@ class Parser(Protocol):
 
 
 class ParserBase:
-    """Convenience base: subclasses set the class attributes and implement the two methods."""
+    """Base of the built-in parsers: it owns the ``parse`` template, so a parser sets its class
+    attributes and writes only its own hooks.
+
+    ``parse`` reads the file's records (:meth:`read`, or just :meth:`records` for JSON formats),
+    turns them into runs (:meth:`parse_records`, by default :meth:`parse_record` per record), puts the
+    notes about the file itself first in every run and stamps each run's source with the format and
+    the tool. :meth:`sniff` is the parser's own, and must never raise.
+    """
 
     format_id: ClassVar[str]
     description: ClassVar[str]
-    #: Tool name recorded in ``source.tool``.
-    tool: ClassVar[str]
+    #: Tool name recorded in ``source.tool`` when a run does not name a more precise one; None when
+    #: the runs name their own (a canonical run's source is the submitter's).
+    tool: ClassVar[str | None]
+    #: Sniffing order, lower first (docs/formats.md §9.4): a format whose files another parser could
+    #: also claim is asked first.
+    priority: ClassVar[int] = DEFAULT_PRIORITY
+    #: True when the runs already went through ``validate_run``, sparing the registry a second pass.
+    validates_output: ClassVar[bool] = False
 
     def sniff(self, inp: Input) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:  # pragma: no cover - abstract
+    def parse(self, inp: Input) -> list[CanonicalRun]:
+        records, notes = self.read(inp)
+        runs = self.parse_records(records)
+        for run in runs:
+            if notes:
+                run.source.notes[:0] = notes
+            run.source.format = run.source.format or self.format_id
+            if run.source.tool is None:
+                run.source.tool = self.tool
+        return runs
+
+    def read(self, inp: Input) -> tuple[list[Any], list[str]]:
+        """The records in the file, and notes about the file itself (lines skipped, …) that every
+        run carries first. By default the :meth:`records` of a structured document; an empty or
+        unreadable body is a :class:`MalformedInput` (400), whatever the format."""
+        records = self.records(inp)
+        if records is None:
+            inp.require_json()
+            raise self.fail(f"the body is not {self.description}", "body")
+        return records, []
+
+    def records(self, inp: Input) -> list[Any] | None:
+        """The structured records in the body, or None when it holds none. By default the body's
+        one JSON document."""
+        doc = inp.json
+        return None if doc is None else [doc]
+
+    def parse_records(self, records: list[Any]) -> list[CanonicalRun]:
+        """The runs of the file's records: by default each record on its own, its fields located by
+        a ``[index].`` prefix when the file holds several."""
+        many = len(records) > 1
+        runs: list[CanonicalRun] = []
+        for index, record in enumerate(records):
+            runs.extend(self.parse_record(record, f"[{index}]." if many else ""))
+        return runs
+
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:  # pragma: no cover - abstract
+        """The runs of one record; ``prefix`` (``"[2]."`` or ``""``) locates it in error fields."""
         raise NotImplementedError
 
     def fail(self, detail: str, field: str | None = None) -> IngestError:
         return IngestError(f"{self.format_id}: {detail}", field=field, format=self.format_id)
+
+    @staticmethod
+    def record_field(prefix: str) -> str:
+        """The error field naming a whole record: ``[2]`` in a multi-record file, else ``body``."""
+        return prefix.rstrip(".") or "body"

@@ -1,7 +1,7 @@
 """Parser registry: built-in parsers are every module in :mod:`advisor.ingest.formats` that exposes
 ``PARSERS`` (a list of parser instances); third-party parsers come from the ``advisor.ingest``
 entry-point group. Detection asks each parser's ``sniff`` in ``priority`` order (lower first, as in
-FORMATS.md §9.4) and takes the first that claims the file.
+docs/formats.md §9.4) and takes the first that claims the file.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ from importlib.metadata import entry_points
 from advisor.canonical import CanonicalRun, validate_run
 from advisor.errors import IngestError, InvalidInput, MalformedInput, UnsupportedFormat
 from advisor.ingest import formats as _formats_pkg
-from advisor.ingest.base import Input, Parser
+from advisor.ingest.base import DEFAULT_PRIORITY, Input, Parser
 
 __all__ = ["detect", "get_parser", "parse", "parsers"]
-
-#: Default priority for parsers that do not declare one.
-DEFAULT_PRIORITY = 100
 
 
 @cache

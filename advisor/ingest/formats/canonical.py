@@ -28,45 +28,32 @@ def _is_run(doc: object) -> bool:
     )
 
 
-def _records(inp: Input) -> list[Any] | None:
-    doc = inp.json
-    if isinstance(doc, dict):
-        return [doc]
-    if isinstance(doc, list):
-        return doc
-    return inp.json_lines
-
-
 class CanonicalParser(ParserBase):
     format_id = "canonical"
     description = "advisor canonical run JSON (an object, a JSON array, or NDJSON)"
-    tool = "advisor"
+    #: A canonical run's source is the submitter's own: nothing is stamped on it.
+    tool = None
     priority = 10
     #: decode_run already applies validate_run to every run.
     validates_output = True
 
     def sniff(self, inp: Input) -> bool:
-        records = _records(inp)
+        records = self.records(inp)
         return bool(records) and all(_is_run(r) for r in records or ())
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
-        records = _records(inp)
-        if records is None:
-            inp.require_json()
-            raise self.fail("expected a run object, a JSON array of runs or NDJSON", "body")
-        runs: list[CanonicalRun] = []
-        for index, record in enumerate(records):
-            prefix = f"[{index}]" if len(records) > 1 else ""
-            if not isinstance(record, dict):
-                raise self.fail("each run must be a JSON object", prefix or "body")
-            try:
-                runs.append(decode_run(record))
-            except IngestError:
-                raise
-            except InvalidInput as exc:
-                where = ".".join(p for p in (prefix, exc.field or "") if p) or None
-                raise IngestError(exc.detail, field=where, format=self.format_id) from exc
-        return runs
+    def records(self, inp: Input) -> list[Any] | None:
+        return inp.records
+
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
+        if not isinstance(record, dict):
+            raise self.fail("each run must be a JSON object", self.record_field(prefix))
+        try:
+            return [decode_run(record)]
+        except IngestError:
+            raise
+        except InvalidInput as exc:
+            where = f"{prefix}{exc.field or ''}".rstrip(".") or None
+            raise IngestError(exc.detail, field=where, format=self.format_id) from exc
 
 
 PARSERS = [CanonicalParser()]

@@ -1,8 +1,8 @@
 """NVIDIA genai-perf ``profile_export_genai_perf.json`` and aiperf ``profile_export_aiperf.json``
-(FORMATS.md §6.1, §6.2).
+(docs/formats.md §6.1, §6.2).
 
 Both write one object per metric with its unit inside (``{"unit": "ms", "avg": …, "p50": …}``); the
-unit is read, never assumed. Latency names (FORMATS.md §9.2):
+unit is read, never assumed. Latency names (docs/formats.md §9.2):
 
 * ``inter_token_latency`` is per request ``(latency − ttft) / (osl − 1)``: TPOT in both tools;
 * aiperf ``inter_chunk_latency`` is the pooled gap between streamed chunks: ITL. genai-perf's summary
@@ -20,19 +20,12 @@ from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
-from advisor.ingest._util import (
-    TIME_UNITS_MS,
-    as_dict,
-    as_float,
-    as_int,
-    decode_from_tpot,
-    dig,
-    iso_to_utc,
-    percentiles_from_mapping,
-    prefill_from_ttft,
-    runtime_from_backend,
-)
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.derive import decode_from_tpot, prefill_from_ttft
+from advisor.ingest.runtimes import runtime_from_backend
+from advisor.ingest.stat_names import percentiles_from_mapping
+from advisor.ingest.units import TIME_UNITS_MS, iso_to_utc
+from advisor.ingest.values import as_dict, as_float, as_int, dig
 
 __all__ = ["PARSERS", "AiperfParser", "GenaiPerfParser"]
 
@@ -75,7 +68,7 @@ def _is_metric_doc(doc: object) -> bool:
 
 
 def _is_aiperf(doc: dict[str, Any]) -> bool:
-    # FORMATS.md §9.4 rule 5, plus the `records` layout only aiperf ever wrote.
+    # docs/formats.md §9.4 rule 5, plus the `records` layout only aiperf ever wrote.
     return any(k in doc for k in _AIPERF_MARKERS) or "records" in doc or "error_summary" in doc
 
 
@@ -214,13 +207,12 @@ def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
 
     hardware = _telemetry_gpu(doc, notes) if aiperf else None
     measured_at = iso_to_utc(doc.get("start_time"), "start_time", notes)
-    tool = "aiperf" if aiperf else "genai-perf"
     return CanonicalRun(
         measured_at=measured_at,
         setup=Setup(runtime=runtime, model=model, hardware=hardware),
         workload=workload,
         metrics=metrics,
-        source=Source(tool=tool, notes=notes),
+        source=Source(notes=notes),
     )
 
 
@@ -232,13 +224,12 @@ class _ProfileParser(ParserBase):
         doc = inp.json
         return _is_metric_doc(doc) and _is_aiperf(doc) == self.aiperf
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
-        doc = inp.require_json()
-        if not isinstance(doc, dict):
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
+        if not isinstance(record, dict):
             raise self.fail("expected one JSON object", "body")
-        if not _is_metric_doc(doc):
+        if not _is_metric_doc(record):
             raise self.fail("no time_to_first_token or inter_token_latency metric object", "body")
-        return [parse_profile(doc, aiperf=self.aiperf)]
+        return [parse_profile(record, aiperf=self.aiperf)]
 
 
 class GenaiPerfParser(_ProfileParser):

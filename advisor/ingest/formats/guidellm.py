@@ -1,4 +1,4 @@
-"""guidellm ``benchmarks.json`` (or ``.yaml``), every layout from v0.2 to v0.8 (FORMATS.md §5).
+"""guidellm ``benchmarks.json`` (or ``.yaml``), every layout from v0.2 to v0.8 (docs/formats.md §5).
 
 | layout | top level | where the run's setup lives |
 |---|---|---|
@@ -8,7 +8,7 @@
 | v0.7+ | ``{metadata: {version: 2}, config, benchmarks}`` | ``benchmark.config``, ``config.spec`` |
 
 A sweep holds several benchmarks: one canonical run each. Performance numbers come from each
-metric's ``successful`` distribution. The latency names are the trap (FORMATS.md §9.2):
+metric's ``successful`` distribution. The latency names are the trap (docs/formats.md §9.2):
 ``inter_token_latency_ms`` is ``(last − first token) / (tokens − 1)``, vLLM's TPOT but weighted by
 tokens; ``time_per_output_token_ms`` *includes TTFT* (end-to-end ÷ tokens) and is stored as
 ``e2e_per_token_ms``, never as TPOT or ITL. ``request_latency`` is in **seconds**.
@@ -20,17 +20,11 @@ from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
-from advisor.ingest._util import (
-    as_dict,
-    as_float,
-    as_int,
-    decode_from_tpot,
-    dig,
-    epoch_to_utc,
-    percentiles_from_mapping,
-    prefill_from_ttft,
-)
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.derive import decode_from_tpot, prefill_from_ttft
+from advisor.ingest.stat_names import percentiles_from_mapping
+from advisor.ingest.units import epoch_to_utc
+from advisor.ingest.values import as_dict, as_float, as_int, dig
 
 __all__ = ["PARSERS", "GuidellmParser", "parse_guidellm_benchmark"]
 
@@ -40,7 +34,7 @@ def _is_benchmark(bench: object) -> bool:
 
 
 def _is_report(doc: object) -> bool:
-    # FORMATS.md §9.4 rule 3.
+    # docs/formats.md §9.4 rule 3.
     benchmarks = dig(doc, "benchmarks")
     return isinstance(benchmarks, list) and bool(benchmarks) and all(_is_benchmark(b) for b in benchmarks)
 
@@ -186,7 +180,6 @@ def parse_guidellm_benchmark(doc: dict[str, Any], bench: dict[str, Any], index: 
         workload=workload,
         metrics=metrics,
         source=Source(
-            tool="guidellm",
             tool_version=version if isinstance(version, str) else None,
             notes=[f"guidellm report layout {_layout(doc)}", *notes],
         ),
@@ -214,18 +207,18 @@ class GuidellmParser(ParserBase):
     def sniff(self, inp: Input) -> bool:
         return _is_report(_document(inp))
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
+    def records(self, inp: Input) -> list[Any] | None:
         doc = _document(inp)
-        if doc is None:
-            inp.require_json()
-            raise self.fail("the body is neither a JSON nor a YAML guidellm report", "body")
-        if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        return None if doc is None else [doc]
+
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
+        if not isinstance(record, dict) or not isinstance(record.get("benchmarks"), list):
             raise self.fail("expected an object with a `benchmarks` list", "benchmarks")
         runs: list[CanonicalRun] = []
-        for index, bench in enumerate(doc["benchmarks"]):
+        for index, bench in enumerate(record["benchmarks"]):
             if not isinstance(bench, dict) or not _is_benchmark(bench):
                 raise self.fail("not a generative benchmark (no metrics)", f"benchmarks[{index}]")
-            runs.append(parse_guidellm_benchmark(doc, bench, index))
+            runs.append(parse_guidellm_benchmark(record, bench, index))
         if not runs:
             raise self.fail("the report holds no benchmarks", "benchmarks")
         return runs

@@ -19,15 +19,10 @@ from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
-from advisor.ingest._util import (
-    as_dict,
-    as_float,
-    as_int,
-    decode_from_tpot,
-    dig,
-    percentiles_from_mapping,
-)
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.derive import decode_from_tpot
+from advisor.ingest.stat_names import percentiles_from_mapping
+from advisor.ingest.values import as_dict, as_float, as_int, dig
 
 __all__ = ["PARSERS", "InferencePerfParser"]
 
@@ -94,7 +89,7 @@ def parse_lifecycle(doc: dict[str, Any]) -> CanonicalRun:
         workload=workload,
         metrics=metrics,
         setup=Setup(),
-        source=Source(tool="inference-perf", notes=notes),
+        source=Source(notes=notes),
     )
 
 
@@ -114,11 +109,10 @@ class InferencePerfParser(ParserBase):
     def sniff(self, inp: Input) -> bool:
         return _is_lifecycle(inp.json)
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
-        doc = inp.require_json()
-        if not _is_lifecycle(doc):
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
+        if not _is_lifecycle(record):
             raise self.fail("expected {load_summary, successes: {latency}, failures}", "body")
-        return [parse_lifecycle(doc)]
+        return [parse_lifecycle(record)]
 
 
 PARSERS = [InferencePerfParser()]

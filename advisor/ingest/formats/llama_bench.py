@@ -1,4 +1,4 @@
-"""llama.cpp ``llama-bench -o json | jsonl | csv`` (FORMATS.md §4.1, §9.3).
+"""llama.cpp ``llama-bench -o json | jsonl | csv`` (docs/formats.md §4.1, §9.3).
 
 One row per test, one canonical run per row:
 
@@ -7,7 +7,7 @@ One row per test, one canonical run per row:
 * ``tg`` (``n_prompt == 0``): ``decode_tok_s = avg_ts`` at batch size 1 and KV depth ``n_depth``;
   ``tpot_ms = avg_ns / n_gen``.
 * ``pg`` (both, ``-pg``): ``avg_ts`` is a *combined* rate ``(n_prompt + n_gen) / t`` and is never
-  stored as prefill or decode speed (FORMATS.md §9.3). It is ``total_throughput_tok_s`` and
+  stored as prefill or decode speed (docs/formats.md §9.3). It is ``total_throughput_tok_s`` and
   ``e2e_ms``. When the file also has the matching ``pp`` test (same prompt, depth and settings),
   prefill comes from that test and decode from the remaining time, ``n_gen / (t_pg − t_pp)``, marked
   approximate.
@@ -27,12 +27,12 @@ import io
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
-from advisor.ingest._util import as_float, as_int, iso_to_utc
-from advisor.ingest._util_b2 import document_of, text_of
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.units import iso_to_utc
+from advisor.ingest.values import as_float, as_int
 
 __all__ = [
     "PARSERS",
@@ -169,16 +169,16 @@ class LlamaBenchParser(ParserBase):
     format_id = "llama_bench"
     description = "llama.cpp llama-bench results (-o json, jsonl or csv): one run per pp/tg/pg test"
     tool = "llama-bench"
-    #: FORMATS.md §9.4 rule 2, right after Prometheus text.
-    priority: ClassVar[int] = 20
+    #: docs/formats.md §9.4 rule 2, right after Prometheus text.
+    priority = 20
 
     def sniff(self, inp: Input) -> bool:
-        doc = document_of(inp)
+        doc = inp.json
         if isinstance(doc, list):
             return bool(doc) and _is_row(doc[0])
         if isinstance(doc, dict):
             return _is_row(doc)
-        text = text_of(inp)
+        text = inp.text
         if text is None:
             return False
         lines = text.splitlines()
@@ -193,27 +193,26 @@ class LlamaBenchParser(ParserBase):
                     return False
         return False
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
+    def read(self, inp: Input) -> tuple[list[Any], list[str]]:
         rows, notes = self._rows(inp)
         rows = [r for r in rows if _is_row(r)]
         if not rows:
             raise self.fail("no llama-bench test rows (objects with n_prompt, n_gen and avg_ts)", field="body")
-        runs: list[CanonicalRun] = []
-        for index, row in enumerate(rows):
-            run = self._run(row, index, rows)
-            run.source.notes[:0] = notes
-            runs.append(run)
-        return runs
+        return rows, notes
+
+    def parse_records(self, records: list[Any]) -> list[CanonicalRun]:
+        # A pg test is split with the help of the matching pp test, so each row sees them all.
+        return [self._run(row, index, records) for index, row in enumerate(records)]
 
     # ---------------------------------------------------------------------------------------------
 
     def _rows(self, inp: Input) -> tuple[list[dict[str, Any]], list[str]]:
-        doc = document_of(inp)
+        doc = inp.json
         if isinstance(doc, list):
             return [r for r in doc if isinstance(r, dict)], []
         if isinstance(doc, dict):
             return [doc], []
-        text = text_of(inp)
+        text = inp.text
         if text is None:
             raise self.fail("the body is not text", field="body")
         lines = text.splitlines()
@@ -297,8 +296,6 @@ class LlamaBenchParser(ParserBase):
             workload=workload,
             metrics=metrics,
             source=Source(
-                format=self.format_id,
-                tool=self.tool,
                 tool_version=f"{version} ({commit})" if version and commit else version or commit,
                 notes=notes,
             ),

@@ -1,4 +1,4 @@
-"""llama.cpp ``llama-server`` completion responses and their ``timings`` object (FORMATS.md §4.2).
+"""llama.cpp ``llama-server`` completion responses and their ``timings`` object (docs/formats.md §4.2).
 
 Native ``POST /completion`` responses and OpenAI-compatible ones (``/v1/chat/completions``,
 ``/v1/completions``) both carry ``timings``. One response is one sample; a JSON array, JSON-Lines or
@@ -20,13 +20,16 @@ are not the last one of their response are skipped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Setup, Source, Workload
-from advisor.ingest._util import as_float, dig, epoch_to_utc, mean_of
-from advisor.ingest._util_b2 import MIN_PREFILL_TOKENS, distribution, json_records, runs_per_model, text_of
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.derive import MIN_PREFILL_TOKENS
 from advisor.ingest.formats.llama_bench import split_model_filename
+from advisor.ingest.records import json_records, runs_per_model
+from advisor.ingest.statistics import distribution, mean_of
+from advisor.ingest.units import epoch_to_utc
+from advisor.ingest.values import as_float, dig
 
 __all__ = ["MIN_PROMPT_TOKENS", "PARSERS", "LlamaServerParser"]
 
@@ -40,7 +43,7 @@ _TIMING_FIELDS = (
 
 
 def _is_response(obj: object) -> bool:
-    """FORMATS.md §9.4 rule 9: an object with ``timings.predicted_per_second``."""
+    """docs/formats.md §9.4 rule 9: an object with ``timings.predicted_per_second``."""
     return isinstance(obj, dict) and isinstance(obj.get("timings"), dict) and "predicted_per_second" in obj["timings"]
 
 
@@ -59,7 +62,7 @@ class LlamaServerParser(ParserBase):
     format_id = "llama_server"
     description = "llama.cpp llama-server completion responses with their timings (native or OpenAI-compatible)"
     tool = "llama-server"
-    priority: ClassVar[int] = 90
+    priority = 90
 
     def sniff(self, inp: Input) -> bool:
         doc = inp.json
@@ -67,13 +70,14 @@ class LlamaServerParser(ParserBase):
             return _is_response(doc)
         if isinstance(doc, list):
             return any(_is_response(r) for r in doc[:50])
-        text = text_of(inp)
+        text = inp.text
         if text is None or '"timings"' not in text:
             return False
         records, _ = json_records(inp)
         return any(_is_response(r) for r in records)
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
+    def read(self, inp: Input) -> tuple[list[Any], list[str]]:
+        """The last response of each request, as ``(index in the file, response)``."""
         records, skipped_lines = json_records(inp)
         candidates = [(i, r) for i, r in enumerate(records) if _is_response(r)]
         responses = [(i, r) for i, r in candidates if not _is_intermediate_chunk(r)]
@@ -84,7 +88,10 @@ class LlamaServerParser(ParserBase):
             notes.append(f"streamed: {len(candidates) - len(responses)} intermediate chunk(s) skipped")
         if skipped_lines:
             notes.append(f"skipped {skipped_lines} non-JSON line(s)")
-        return runs_per_model(responses, lambda model, items: self._run(model, items, list(notes)))
+        return responses, notes
+
+    def parse_records(self, records: list[Any]) -> list[CanonicalRun]:
+        return runs_per_model(records, lambda model, items: self._run(model, items, []))
 
     def _timings(self, index: int, response: Mapping[str, Any]) -> dict[str, float]:
         raw = response["timings"]
@@ -188,7 +195,7 @@ class LlamaServerParser(ParserBase):
             setup=setup,
             workload=workload,
             metrics=metrics,
-            source=Source(format=self.format_id, tool=tool, notes=notes),
+            source=Source(tool=tool, notes=notes),
         )
 
 

@@ -9,7 +9,7 @@ The report wraps another tool's numbers in a standard shape; every statistic car
 * v0.2: ``{version: "0.2", run: {uid, eid, time}, scenario: {stack: [components], load},
   results: {request_performance: {aggregate: {requests, latency, throughput}}}}``.
 
-The latency names inherit the wrapped tool's meaning (FORMATS.md §9.2). llm-d's own converters copy
+The latency names inherit the wrapped tool's meaning (docs/formats.md §9.2). llm-d's own converters copy
 guidellm's ``time_per_output_token_ms`` (end-to-end ÷ tokens) into the report's
 ``time_per_output_token`` and guidellm's TPOT-like ``inter_token_latency_ms`` into
 ``inter_token_latency`` (``benchmark_report/native_to_br0_1.py`` and ``native_to_br0_2.py``). So
@@ -24,19 +24,11 @@ from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
-from advisor.ingest._util import (
-    as_dict,
-    as_float,
-    as_int,
-    as_list,
-    decode_from_tpot,
-    dig,
-    epoch_to_utc,
-    iso_to_utc,
-    percentiles_from_mapping,
-    prefill_from_ttft,
-)
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.derive import decode_from_tpot, prefill_from_ttft
+from advisor.ingest.stat_names import percentiles_from_mapping
+from advisor.ingest.units import epoch_to_utc, iso_to_utc
+from advisor.ingest.values import as_dict, as_float, as_int, as_list, dig
 
 __all__ = ["PARSERS", "LlmdReportParser"]
 
@@ -388,14 +380,14 @@ class LlmdReportParser(ParserBase):
     def sniff(self, inp: Input) -> bool:
         return _is_report(_document(inp))
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
+    def records(self, inp: Input) -> list[Any] | None:
         doc = _document(inp)
-        if doc is None:
-            inp.require_json()
-            raise self.fail("the body is neither a JSON nor a YAML benchmark report", "body")
-        if not isinstance(doc, dict) or not _is_report(doc):
+        return None if doc is None else [doc]
+
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
+        if not isinstance(record, dict) or not _is_report(record):
             raise self.fail("not an llm-d Benchmark Report v0.1 or v0.2", "version")
-        return [_parse_v01(doc) if _version(doc) == "0.1" else _parse_v02(doc)]
+        return [_parse_v01(record) if _version(record) == "0.1" else _parse_v02(record)]
 
 
 PARSERS = [LlmdReportParser()]

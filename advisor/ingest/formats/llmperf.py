@@ -1,11 +1,11 @@
-"""ray-project llmperf ``<model>_<in>_<out>_summary.json`` (FORMATS.md §6.3).
+"""ray-project llmperf ``<model>_<in>_<out>_summary.json`` (docs/formats.md §6.3).
 
 A flat document (nested dicts flattened with ``_``). Pitfalls:
 
 * every latency is in **seconds**;
 * ``results_inter_token_latency_s`` is per request ``sum(time_to_next_token) / output tokens`` and
   the sum *includes TTFT*: it is end-to-end ÷ tokens, stored as ``e2e_per_token_ms``, never as ITL
-  or TPOT (FORMATS.md §9.2). llmperf has no TPOT;
+  or TPOT (docs/formats.md §9.2). llmperf has no TPOT;
 * ``_min``/``_max`` of the token counts are numpy int64 serialised by ``default=str``: strings;
 * output tokens are re-counted with a Llama-2 tokenizer whatever the model.
 """
@@ -16,8 +16,10 @@ from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
-from advisor.ingest._util import as_float, as_int, epoch_to_utc, percentiles_from_mapping
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.stat_names import percentiles_from_mapping
+from advisor.ingest.units import epoch_to_utc
+from advisor.ingest.values import as_float, as_int
 
 __all__ = ["PARSERS", "LlmperfParser"]
 
@@ -94,7 +96,7 @@ def parse_llmperf(doc: dict[str, Any]) -> CanonicalRun:
         setup=Setup(model=doc["model"] if isinstance(doc.get("model"), str) and doc["model"] else None),
         workload=workload,
         metrics=metrics,
-        source=Source(tool="llmperf", notes=notes),
+        source=Source(notes=notes),
     )
 
 
@@ -105,15 +107,14 @@ class LlmperfParser(ParserBase):
     priority = 40
 
     def sniff(self, inp: Input) -> bool:
-        # FORMATS.md §9.4 rule 4.
+        # docs/formats.md §9.4 rule 4.
         doc = inp.json
         return isinstance(doc, dict) and doc.get("version") == RESULTS_VERSION and "results_ttft_s_mean" in doc
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
-        doc = inp.require_json()
-        if not isinstance(doc, dict):
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
+        if not isinstance(record, dict):
             raise self.fail("expected one JSON object (the *_summary.json file)", "body")
-        return [parse_llmperf(doc)]
+        return [parse_llmperf(record)]
 
 
 PARSERS = [LlmperfParser()]

@@ -1,4 +1,4 @@
-"""Ollama ``/api/generate`` and ``/api/chat`` responses (FORMATS.md §2, §9.3).
+"""Ollama ``/api/generate`` and ``/api/chat`` responses (docs/formats.md §2, §9.3).
 
 One response is one sample; a file of several (a JSON array, JSON-Lines, or responses appended back
 to back) is one run per model with distributions over the responses. Streamed responses carry their
@@ -23,12 +23,15 @@ Every duration is in **nanoseconds**. Mapping (per response, then aggregated):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Setup, Source, Workload
-from advisor.ingest._util import as_float, iso_to_utc, mean_of
-from advisor.ingest._util_b2 import MIN_PREFILL_TOKENS, distribution, json_records, runs_per_model, text_of
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.derive import MIN_PREFILL_TOKENS
+from advisor.ingest.records import json_records, runs_per_model
+from advisor.ingest.statistics import distribution, mean_of
+from advisor.ingest.units import iso_to_utc
+from advisor.ingest.values import as_float
 
 __all__ = ["PARSERS", "OllamaParser"]
 
@@ -37,7 +40,7 @@ _COUNT_FIELDS = ("prompt_eval_count", "prompt_eval_cached_count", "eval_count")
 
 
 def _is_response(obj: object) -> bool:
-    """FORMATS.md §9.4 rule 8: ``eval_count``, ``eval_duration`` and ``done``."""
+    """docs/formats.md §9.4 rule 8: ``eval_count``, ``eval_duration`` and ``done``."""
     return isinstance(obj, dict) and "eval_count" in obj and "eval_duration" in obj and "done" in obj
 
 
@@ -49,7 +52,7 @@ class OllamaParser(ParserBase):
     format_id = "ollama"
     description = "Ollama /api/generate or /api/chat responses (one, or many as a JSON array / JSON-Lines)"
     tool = "ollama"
-    priority: ClassVar[int] = 80
+    priority = 80
 
     def sniff(self, inp: Input) -> bool:
         doc = inp.json
@@ -61,13 +64,14 @@ class OllamaParser(ParserBase):
         records = inp.json_lines
         if records is not None:
             return any(_is_response(r) for r in records)
-        text = text_of(inp)
+        text = inp.text
         if text is None or not text.lstrip().startswith(("{", "[")):
             return False
         records, _ = json_records(inp)
         return any(_is_response(r) for r in records)
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
+    def read(self, inp: Input) -> tuple[list[Any], list[str]]:
+        """The final response of each request, as ``(index in the file, response)``."""
         records, skipped_lines = json_records(inp)
         if not records:
             raise self.fail("no JSON responses in the body", field="body")
@@ -89,8 +93,10 @@ class OllamaParser(ParserBase):
         skipped_other = len(finals) - len(responses)
         if skipped_other:
             notes.append(f"skipped {skipped_other} response(s) without a generation (load/unload replies)")
+        return responses, notes
 
-        return runs_per_model(responses, lambda model, items: self._run(model, items, list(notes)))
+    def parse_records(self, records: list[Any]) -> list[CanonicalRun]:
+        return runs_per_model(records, lambda model, items: self._run(model, items, []))
 
     # ---------------------------------------------------------------------------------------------
 
@@ -125,7 +131,7 @@ class OllamaParser(ParserBase):
                 tpot.append(eval_ns / eval_count / 1e6)
             if eval_count is not None:
                 output_counts.append(eval_count)
-            # omitempty: a missing prompt_eval_count means 0 (FORMATS.md §2).
+            # omitempty: a missing prompt_eval_count means 0 (docs/formats.md §2).
             prompt = v.get("prompt_eval_count", 0.0)
             any_prompt_count = any_prompt_count or "prompt_eval_count" in v
             prompt_counts.append(prompt)
@@ -206,7 +212,7 @@ class OllamaParser(ParserBase):
             setup=Setup(runtime="ollama", model=model or None),
             workload=workload,
             metrics=metrics,
-            source=Source(format=self.format_id, tool=tool, notes=notes),
+            source=Source(tool=tool, notes=notes),
         )
 
 

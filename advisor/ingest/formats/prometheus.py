@@ -1,4 +1,4 @@
-"""Prometheus ``/metrics`` text from vLLM, SGLang, TGI or llama-server (FORMATS.md §3, §9.3).
+"""Prometheus ``/metrics`` text from vLLM, SGLang, TGI or llama-server (docs/formats.md §3, §9.3).
 
 A file holds one scrape, or several concatenated: ``cat before.prom after.prom``, or blocks headed
 by ``# scraped_at: <RFC 3339>`` lines (which also give the window's duration, hence throughputs).
@@ -12,12 +12,12 @@ Several ``model_name`` label values give one run each, never a sum over models.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any
 
 from advisor.canonical import CanonicalRun
-from advisor.ingest._util_b2 import text_of
 from advisor.ingest.base import Input, ParserBase
 from advisor.ingest.prometheus import (
+    Scrape,
     parse_scrapes,
     scrape_delta,
     scrape_totals,
@@ -36,23 +36,27 @@ class PrometheusParser(ParserBase):
         "or a before/after pair (deltas over the benchmark)"
     )
     tool = "prometheus"
-    #: FORMATS.md §9.4 rule 1: checked before every JSON format.
-    priority: ClassVar[int] = 10
+    #: docs/formats.md §9.4 rule 1: checked before every JSON format.
+    priority = 10
 
     def sniff(self, inp: Input) -> bool:
-        text = text_of(inp)
+        text = inp.text
         if text is None:
             return False
         head = text.lstrip()[:64]
         return head.startswith(_STARTS) or head.lower().startswith("# scraped_at")
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
-        text = text_of(inp)
+    def read(self, inp: Input) -> tuple[list[Any], list[str]]:
+        text = inp.text
         if text is None or not text.strip():
             raise self.fail("the body is not text", field="body")
         scrapes = parse_scrapes(text)
         if not scrapes:
             raise self.fail("the body holds no metrics", field="body")
+        return scrapes, []
+
+    def parse_records(self, records: list[Any]) -> list[CanonicalRun]:
+        scrapes: list[Scrape] = records
         last = scrapes[-1]
         models: tuple[str | None, ...] = last.models or (None,)
         runs: list[CanonicalRun] = []

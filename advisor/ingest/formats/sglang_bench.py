@@ -1,4 +1,4 @@
-"""SGLang ``python -m sglang.bench_serving --output-file`` JSON-Lines (FORMATS.md §7).
+"""SGLang ``python -m sglang.bench_serving --output-file`` JSON-Lines (docs/formats.md §7).
 
 Each run appends one line, so a file is a sweep: one canonical run per line. The line is vLLM's
 result shape with SGLang's differences: ``e2e_latency`` instead of ``e2el``, a fixed percentile set,
@@ -19,16 +19,11 @@ from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
-from advisor.ingest._util import (
-    as_dict,
-    as_float,
-    as_int,
-    decode_from_tpot,
-    prefill_from_ttft,
-    runtime_from_backend,
-    to_ms,
-)
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.derive import decode_from_tpot, prefill_from_ttft
+from advisor.ingest.runtimes import runtime_from_backend
+from advisor.ingest.units import to_ms
+from advisor.ingest.values import as_dict, as_float, as_int
 
 __all__ = ["PARSERS", "SglangBenchParser"]
 
@@ -54,15 +49,8 @@ _ENGINE_ARGS = (
 
 
 def _is_sglang_record(doc: object) -> bool:
-    # FORMATS.md §9.4 rule 6.
+    # docs/formats.md §9.4 rule 6.
     return isinstance(doc, dict) and "mean_e2e_latency_ms" in doc and "dataset_name" in doc
-
-
-def _records(inp: Input) -> list[Any] | None:
-    doc = inp.json
-    if isinstance(doc, dict):
-        return [doc]
-    return inp.json_lines
 
 
 def _server_args(server_info: object) -> tuple[dict[str, Any], str | None]:
@@ -178,7 +166,7 @@ def parse_sglang_record(doc: dict[str, Any], prefix: str = "") -> CanonicalRun:
         setup=setup,
         workload=workload,
         metrics=metrics,
-        source=Source(tool="sglang.bench_serving", notes=notes),
+        source=Source(notes=notes),
     )
 
 
@@ -189,21 +177,18 @@ class SglangBenchParser(ParserBase):
     priority = 60
 
     def sniff(self, inp: Input) -> bool:
-        records = _records(inp)
+        records = self.records(inp)
         return bool(records) and all(_is_sglang_record(r) for r in records or ())
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
-        records = _records(inp)
-        if records is None:
-            inp.require_json()
-            raise self.fail("expected JSON-Lines with one bench_serving result per line", "body")
-        runs: list[CanonicalRun] = []
-        for index, record in enumerate(records):
-            prefix = f"[{index}]." if len(records) > 1 else ""
-            if not _is_sglang_record(record):
-                raise self.fail("line is not a bench_serving result", prefix.rstrip(".") or "body")
-            runs.append(parse_sglang_record(record, prefix))
-        return runs
+    def records(self, inp: Input) -> list[Any] | None:
+        # One result per line; a JSON array is not a file bench_serving writes.
+        doc = inp.json
+        return [doc] if isinstance(doc, dict) else inp.json_lines
+
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
+        if not _is_sglang_record(record):
+            raise self.fail("line is not a bench_serving result", self.record_field(prefix))
+        return [parse_sglang_record(record, prefix)]
 
 
 PARSERS = [SglangBenchParser()]

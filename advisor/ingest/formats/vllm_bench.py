@@ -1,6 +1,6 @@
 """vLLM ``vllm bench serve --save-result`` and the legacy ``benchmarks/benchmark_serving.py`` JSON.
 
-Two format ids share one reader (FORMATS.md §1, §9.3):
+Two format ids share one reader (docs/formats.md §1, §9.3):
 
 * ``vllm_bench``: the current CLI. One JSON object, a JSON-Lines file written with
   ``--append-result`` (one run per line), or a ``vllm bench sweep`` ``summary.json`` (a JSON array).
@@ -22,20 +22,14 @@ import re
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import numpy as np
-
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
-from advisor.ingest._util import (
-    as_float,
-    as_int,
-    decode_from_tpot,
-    percentiles_from_values,
-    prefill_from_ttft,
-    runtime_from_backend,
-    to_ms,
-)
 from advisor.ingest.base import Input, ParserBase
+from advisor.ingest.derive import decode_from_tpot, prefill_from_ttft
+from advisor.ingest.runtimes import runtime_from_backend
+from advisor.ingest.statistics import mean_of, summarize
+from advisor.ingest.units import to_ms
+from advisor.ingest.values import as_float, as_int
 
 __all__ = ["PARSERS", "VllmBenchParser", "VllmLegacyParser", "parse_vllm_result"]
 
@@ -88,7 +82,7 @@ _ARRAY_METHOD = {
 
 
 def _is_vllm_object(doc: object) -> bool:
-    # FORMATS.md §9.4 rule 7: date, model_id, num_prompts and any *_ttft_ms or *_e2el_ms key.
+    # docs/formats.md §9.4 rule 7: date, model_id, num_prompts and any *_ttft_ms or *_e2el_ms key.
     if not isinstance(doc, dict):
         return False
     if not all(k in doc for k in ("date", "model_id", "num_prompts")):
@@ -102,17 +96,7 @@ def _is_legacy(doc: dict[str, Any]) -> bool:
     return "request_goodput:" in doc or ("failed" not in doc and "endpoint_type" not in doc)
 
 
-def _records(inp: Input) -> list[Any] | None:
-    doc = inp.json
-    if isinstance(doc, dict):
-        return [doc]
-    if isinstance(doc, list):
-        return doc
-    return inp.json_lines
-
-
-def _sniff(inp: Input, *, legacy: bool) -> bool:
-    records = _records(inp)
+def _sniff(records: list[Any] | None, *, legacy: bool) -> bool:
     if not records or not all(_is_vllm_object(r) for r in records):
         return False
     return all(_is_legacy(r) == legacy for r in records)
@@ -184,7 +168,7 @@ def _from_arrays(doc: dict[str, Any], field_prefix: str, notes: list[str]) -> di
             # A successful request with TTFT 0.0 produced no streamed token at all.
             chosen = [v for v, good in zip(values, ok, strict=True) if good and v is not None and v > 0]
             if chosen:
-                out["ttft_ms"] = percentiles_from_values(chosen)
+                out["ttft_ms"] = summarize(chosen)
             if isinstance(itls, list) and len(itls) == len(ttfts):
                 gaps: list[float] = []
                 tpots: list[float] = []
@@ -199,9 +183,9 @@ def _from_arrays(doc: dict[str, Any], field_prefix: str, notes: list[str]) -> di
                         # latency - ttft is the sum of the chunk gaps, so this is vLLM's TPOT.
                         tpots.append(sum(clean) / (n_out - 1))
                 if gaps:
-                    out["itl_ms"] = percentiles_from_values(gaps)
+                    out["itl_ms"] = summarize(gaps)
                 if tpots:
-                    out["tpot_ms"] = percentiles_from_values(tpots)
+                    out["tpot_ms"] = summarize(tpots)
     if isinstance(latencies, list) and latencies:
         ok = _successful(doc, len(latencies))
         failed = as_int(doc.get("failed"))
@@ -211,7 +195,7 @@ def _from_arrays(doc: dict[str, Any], field_prefix: str, notes: list[str]) -> di
             values = [_seconds_to_ms(t, f"{field_prefix}latencies[{i}]") for i, t in enumerate(latencies)]
             chosen = [v for v, good in zip(values, ok, strict=True) if good and v is not None and v > 0]
             if chosen:
-                out["e2e_ms"] = percentiles_from_values(chosen)
+                out["e2e_ms"] = summarize(chosen)
         else:
             notes.append("latencies not used: failed requests cannot be told apart without errors[]")
     return out
@@ -326,39 +310,33 @@ def parse_vllm_result(doc: dict[str, Any], *, legacy: bool, field_prefix: str = 
             lens = [as_float(x) for x in doc["input_lens"]]
             clean = [x for x in lens if x is not None]
             if clean:
-                workload.prompt_tokens_mean = float(np.mean(clean))
+                workload.prompt_tokens_mean = mean_of(clean)
         prefill_from_ttft(metrics, workload, notes)
 
-    tool = "vllm benchmark_serving.py" if legacy else "vllm bench serve"
     return CanonicalRun(
         measured_at=_naive_date(doc.get("date"), notes),
         labels=labels,
         setup=setup,
         workload=workload,
         metrics=metrics,
-        source=Source(tool=tool, notes=notes),
+        source=Source(notes=notes),
     )
 
 
 class _VllmBase(ParserBase):
     legacy: ClassVar[bool]
-    priority: ClassVar[int] = 70
+    priority = 70
 
     def sniff(self, inp: Input) -> bool:
-        return _sniff(inp, legacy=self.legacy)
+        return _sniff(self.records(inp), legacy=self.legacy)
 
-    def parse(self, inp: Input) -> list[CanonicalRun]:
-        records = _records(inp)
-        if records is None:
-            inp.require_json()
-            raise self.fail("expected a JSON object, a JSON array or JSON-Lines of results", "body")
-        runs: list[CanonicalRun] = []
-        for index, record in enumerate(records):
-            prefix = f"[{index}]." if len(records) > 1 else ""
-            if not _is_vllm_object(record):
-                raise self.fail("not a vLLM benchmark result object", prefix.rstrip(".") or "body")
-            runs.append(parse_vllm_result(record, legacy=self.legacy, field_prefix=prefix))
-        return runs
+    def records(self, inp: Input) -> list[Any] | None:
+        return inp.records
+
+    def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
+        if not _is_vllm_object(record):
+            raise self.fail("not a vLLM benchmark result object", self.record_field(prefix))
+        return [parse_vllm_result(record, legacy=self.legacy, field_prefix=prefix)]
 
 
 class VllmBenchParser(_VllmBase):

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from advisor.canonical import CanonicalRun
 from advisor.errors import IngestError, MalformedInput
-from advisor.ingest import golden
 from advisor.ingest.base import Input, Parser
 from advisor.ingest.registry import parse, parsers
+from tests import ingest_goldens as golden
 
 ALLOWED = (IngestError, MalformedInput)
 PARSERS = parsers()

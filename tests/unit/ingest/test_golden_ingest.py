@@ -1,6 +1,6 @@
 """Golden tests: every raw file under tests/fixtures/ingest/<format_id>/ must be detected as that
 format and parse to exactly its ``<name>.expected.json`` (regenerate with
-``python -m advisor.ingest.golden --regen`` and review the diff)."""
+``python -m tests.ingest_goldens --regen`` and review the diff)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.ingest import golden
 from advisor.ingest.registry import parsers
+from tests import ingest_goldens as golden
 
 FIXTURES = list(golden.fixtures())
 
@@ -29,7 +29,7 @@ def test_fixture_parses_to_its_golden_file(fixture: golden.Fixture) -> None:
     )
     assert golden.same_output(stored, actual), (
         f"{fixture.id} no longer parses to its golden file; if the change is deliberate run "
-        "`python -m advisor.ingest.golden --regen` and review the diff"
+        "`python -m tests.ingest_goldens --regen` and review the diff"
     )
 
 

@@ -1,4 +1,4 @@
-"""The format pitfalls of FORMATS.md, asserted by hand against the raw files (the golden files pin
+"""The format pitfalls of docs/formats.md, asserted by hand against the raw files (the golden files pin
 everything else). Each test recomputes the expected value from the tool's own numbers."""
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Meta-test: sniffing is unambiguous. No parser may claim a fixture of another format, so the
-sniffing order (FORMATS.md §9.4, the parsers' ``priority``) never decides a file's format by
+sniffing order (docs/formats.md §9.4, the parsers' ``priority``) never decides a file's format by
 accident. Generic over every fixture directory, including ones added later."""
 
 from __future__ import annotations
 
 import pytest
 
-from advisor.ingest import golden
 from advisor.ingest.base import Input, Parser
 from advisor.ingest.registry import parsers
+from tests import ingest_goldens as golden
 
 CASES = [
     (fixture, parser) for fixture in golden.fixtures() for parser in parsers() if parser.format_id != fixture.format_id

@@ -1,9 +1,10 @@
-"""Helpers shared by the server-response parsers (Ollama, llama-server) that ``_util`` lacks.
+"""Reading the JSON records of a hand-saved file of server responses (Ollama, llama-server).
 
 Responses saved by hand come in many shapes: one JSON object, a JSON array, JSON-Lines, objects
 appended back to back by ``curl >> file`` (Ollama and llama-server end a response without a
 newline), server-sent events (``data: {...}`` lines), PowerShell's ``{"value": [...], "Count": n}``
-wrapper. :func:`json_records` reads them all into a list of records.
+wrapper. :func:`json_records` reads them all into a list of records; :func:`runs_per_model` turns
+the responses into one run per served model.
 """
 
 from __future__ import annotations
@@ -12,22 +13,18 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from advisor.canonical import CanonicalRun, Percentiles
-from advisor.ingest._util import percentiles_from_values
+from advisor.canonical import CanonicalRun
 from advisor.ingest.base import Input
 
-__all__ = ["MIN_PREFILL_TOKENS", "distribution", "document_of", "json_records", "text_of"]
-
-#: A response that evaluated fewer prompt tokens than this gives no prefill speed (FORMATS.md §9.3,
-#: llama-server: "skip it when prompt_n is very small"): with the rest of the prompt served from the
-#: cache, fixed per-request overhead dominates such a tiny batch.
-MIN_PREFILL_TOKENS = 32
+__all__ = ["json_records", "runs_per_model"]
 
 _SSE_FIELDS = ("event:", "id:", "retry:", ":")
 
 
 def _concatenated(text: str) -> list[Any] | None:
     """Every JSON value in ``text`` when it is nothing but JSON values separated by whitespace."""
+    # json.JSONDecoder.raw_decode is the stdlib's way to read one value and say where it ended;
+    # msgspec has no such call.
     decoder = json.JSONDecoder()
     out: list[Any] = []
     index, end = 0, len(text)
@@ -52,42 +49,13 @@ def _unwrap(doc: Any) -> list[Any]:
     return [doc]
 
 
-def text_of(inp: Input) -> str | None:
-    """The body as text, UTF-16 with a byte-order mark included.
-
-    ``Input.text`` treats any NUL byte as binary before it looks for a UTF-16 BOM, so a file saved
-    by Windows PowerShell's ``Out-File`` (UTF-16 LE with BOM) reads as None there.
-    """
-    text = inp.text
-    if text is None and inp.data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        try:
-            return inp.data.decode("utf-16")
-        except UnicodeDecodeError:
-            return None
-    return text
-
-
-def document_of(inp: Input) -> Any:
-    """The body as one JSON document (``Input.json``), also when it is UTF-16 text; else None."""
-    doc = inp.json
-    if doc is not None or inp.text is not None:
-        return doc
-    text = text_of(inp)
-    if text is None or not text.lstrip().startswith(("{", "[")):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
 def json_records(inp: Input) -> tuple[list[Any], int]:
     """The JSON records in the body and the number of non-JSON lines skipped (0 unless the body
     mixes JSON with other text, such as stderr or SSE comments)."""
-    doc = document_of(inp)
+    doc = inp.json
     if doc is not None:
         return _unwrap(doc), 0
-    text = text_of(inp)
+    text = inp.text
     if text is None:
         return [], 0
     whole = _concatenated(text)
@@ -109,16 +77,6 @@ def json_records(inp: Input) -> tuple[list[Any], int]:
         else:
             records.extend(values)
     return records, skipped
-
-
-def distribution(values: Sequence[float]) -> Percentiles:
-    """Statistics of per-response values: with one response only its value, as the mean (a
-    percentile or a spread of one sample would claim more than was measured)."""
-    if not values:
-        return Percentiles()
-    if len(values) == 1:
-        return Percentiles(mean=float(values[0]))
-    return percentiles_from_values(values)
 
 
 def runs_per_model(

@@ -1,11 +1,13 @@
-"""Golden files for the ingest parsers: ``python -m advisor.ingest.golden --regen | --check``.
+"""Golden files for the ingest parsers: ``python -m tests.ingest_goldens --regen | --check``.
 
 Every directory ``tests/fixtures/ingest/<format_id>/`` holds raw tool outputs, byte for byte, and
 beside each one ``<input name>.expected.json``: the format detected and the canonical runs parsed
 from it (or the error a malformed file must raise). The expected files are the parsers'
 specification; regenerate them after a deliberate change and review the diff.
 
-``--check`` exits 1 when any expected file is missing, stale or orphaned (CI runs it).
+``--check`` exits 1 when any expected file is missing, stale or orphaned (CI runs it, through
+``make docs-check``). The tool lives in the test tree, not in the package: it reads the repository's
+fixtures, so an installed wheel has no use for it.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ class Fixture:
 
 
 def default_root() -> Path:
-    """``tests/fixtures/ingest`` of the source checkout this module lives in."""
-    return Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "ingest"
+    """``tests/fixtures/ingest`` beside this module."""
+    return Path(__file__).resolve().parent / "fixtures" / "ingest"
 
 
 def fixtures(root: Path | None = None) -> Iterator[Fixture]:
@@ -122,7 +124,7 @@ def _orphans(root: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m advisor.ingest.golden", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.ingest_goldens", description=__doc__)
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--regen", action="store_true", help="rewrite every expected file")
     mode.add_argument("--check", action="store_true", help="exit 1 when an expected file is stale")
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
-        print("run `python -m advisor.ingest.golden --regen` and review the diff", file=sys.stderr)
+        print("run `make goldens` (python -m tests.ingest_goldens --regen) and review the diff", file=sys.stderr)
         return 1
     print("golden files are up to date")
     return 0
