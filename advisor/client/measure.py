@@ -29,20 +29,21 @@ import json
 import math
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 import httpx
 
 from advisor import __version__
+from advisor.client.clock import SYSTEM_CLOCK, Clock
 from advisor.client.http import ApiError, Rejected, ServerError, Unreachable
 
 __all__ = [
     "APIS",
+    "MeasureError",
     "MeasureOptions",
     "Measurement",
     "OllamaBackend",
@@ -50,13 +51,12 @@ __all__ = [
     "Probe",
     "Sample",
     "build_prompt",
+    "iter_levels",
     "measure",
     "percentiles",
 ]
 
 APIS: tuple[str, ...] = ("openai", "ollama")
-
-Clock = Callable[[], float]
 
 # Filler for prompts: plain prose, varied enough that tokenizers do not collapse it into a few
 # tokens. Its content is irrelevant to the measurement.
@@ -160,21 +160,13 @@ def _median(values: Sequence[float]) -> float | None:
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
-    """mean, p50, p90, p99 (linear interpolation, as numpy's default), min and max; {} when empty."""
-    if not values:
-        return {}
-    import numpy as np
+    """mean, p50, p90, p99 (linear interpolation, as numpy's default), min and max; {} when empty.
+    Computed by the ingest parsers' own summary, so a probe and a parsed file agree."""
+    from advisor.ingest.statistics import summarize
 
-    arr = np.asarray(values, dtype=float)
-    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
-    return {
-        "mean": float(arr.mean()),
-        "min": float(arr.min()),
-        "p50": float(p50),
-        "p90": float(p90),
-        "p99": float(p99),
-        "max": float(arr.max()),
-    }
+    summary = summarize(values)
+    keys = ("mean", "min", "p50", "p90", "p99", "max")
+    return {key: value for key in keys if (value := getattr(summary, key)) is not None}
 
 
 def build_prompt(tokens: int, chars_per_token: float, overhead: float = 0.0, *, nonce: str) -> str:
@@ -246,7 +238,7 @@ class OpenAIBackend:
         http: httpx.Client,
         *,
         chat: bool = False,
-        clock: Clock = time.perf_counter,
+        clock: Clock = SYSTEM_CLOCK,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self.http = http
@@ -305,7 +297,7 @@ class OpenAIBackend:
 
     def stream(self, model: str, prompt: str, max_tokens: int) -> Sample:
         body = self._body(model, prompt, max_tokens, True)
-        start = self.clock()
+        start = self.clock.monotonic()
         try:
             with self.http.stream("POST", self.path, json=body) as response:
                 if response.status_code in (400, 422) and "stream_options" in body:
@@ -334,8 +326,8 @@ class OpenAIBackend:
             if event.get("usage"):
                 usage = event["usage"]
             if _has_content(event):
-                times.append(self.clock())
-        end = self.clock()
+                times.append(self.clock.monotonic())
+        end = self.clock.monotonic()
         count = usage.get("completion_tokens") if isinstance(usage.get("completion_tokens"), int) else None
         tokens = count if count is not None else len(times)
         prompt_tokens = usage.get("prompt_tokens")
@@ -374,7 +366,7 @@ class OllamaBackend:
 
     api = "ollama"
 
-    def __init__(self, http: httpx.Client, *, clock: Clock = time.perf_counter) -> None:
+    def __init__(self, http: httpx.Client, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.http = http
         self.clock = clock
 
@@ -412,7 +404,7 @@ class OllamaBackend:
 
     def stream(self, model: str, prompt: str, max_tokens: int) -> Sample:
         body = {"model": model, "prompt": prompt, "stream": True, "options": self._options(max_tokens)}
-        start = self.clock()
+        start = self.clock.monotonic()
         times: list[float] = []
         final: dict[str, Any] = {}
         try:
@@ -428,13 +420,13 @@ class OllamaBackend:
                     if event.get("error"):
                         raise MeasureError(f"Ollama: {event['error']}")
                     if event.get("response"):
-                        times.append(self.clock())
+                        times.append(self.clock.monotonic())
                     if event.get("done"):
                         final = event
                         break
         except httpx.TransportError as exc:
             raise Unreachable(f"cannot reach {self.http.base_url}/api/generate: {exc}") from exc
-        end = self.clock()
+        end = self.clock.monotonic()
         tokens = int(final.get("eval_count") or len(times))
         sample = _sample(start, end, times, tokens, _num(final.get("prompt_eval_count")))
         # The seed's method: Ollama's own counters, in nanoseconds.
@@ -561,9 +553,10 @@ def _clean(doc: Mapping[str, Any]) -> dict[str, Any]:
 class _Scraper:
     """GET /metrics before, every ``interval`` seconds during, and after the probes."""
 
-    def __init__(self, http: httpx.Client, interval: float) -> None:
+    def __init__(self, http: httpx.Client, interval: float, clock: Clock) -> None:
         self.http = http
         self.interval = interval
+        self.clock = clock
         self.during: list[tuple[str, datetime]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -575,7 +568,7 @@ class _Scraper:
             return None
         if response.status_code != 200 or not response.text.strip():
             return None
-        return response.text, datetime.now(UTC)
+        return response.text, self.clock.now()
 
     def start(self) -> None:
         def loop() -> None:
@@ -646,12 +639,13 @@ def measure(
     options: MeasureOptions | None = None,
     scrape_http: httpx.Client | None = None,
     on_request: Callable[[str], None] | None = None,
-    clock: Clock = time.perf_counter,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Measurement:
     """Run the probes against ``backend``. ``on_request(probe_name)`` is called after each request
-    (a progress bar); ``scrape_http`` is the client /metrics is fetched with (None: no scraping)."""
+    (a progress bar); ``scrape_http`` is the client /metrics is fetched with (None: no scraping);
+    ``clock`` times the warm-up and the probes' wall time and stamps the run."""
     opts = options or MeasureOptions()
-    started_at = datetime.now(UTC)
+    started_at = clock.now()
     notes: list[str] = []
     model = model or backend.default_model()
     hints = backend.setup_hints(model)
@@ -660,7 +654,7 @@ def measure(
     # The first call guesses 4 characters a token at the short size; the second, sized with what the
     # first measured, is at the long size, so the server has also allocated for the longest prompt.
     calibration: list[tuple[int, float]] = []
-    warm_start = clock()
+    warm_start = clock.monotonic()
     cpt, overhead = 4.0, 0.0
     for tokens in (opts.short_tokens, opts.long_tokens):
         text = build_prompt(tokens, cpt, overhead, nonce=secrets.token_hex(4))
@@ -670,11 +664,15 @@ def measure(
             cpt, overhead = _calibrate(calibration)
         if on_request:
             on_request("warm-up")
-    warmup_ms = (clock() - warm_start) * 1000
+    warmup_ms = (clock.monotonic() - warm_start) * 1000
     if not calibration:
         notes.append("the server reports no prompt token counts: prompt lengths assume 4 characters per token")
 
-    scraper = _Scraper(scrape_http, opts.scrape_interval_s) if scrape_http is not None and opts.scrape_metrics else None
+    scraper = (
+        _Scraper(scrape_http, opts.scrape_interval_s, clock)
+        if scrape_http is not None and opts.scrape_metrics
+        else None
+    )
     before = scraper.scrape() if scraper else None
     if scraper and before:
         scraper.start()
@@ -695,21 +693,21 @@ def measure(
     try:
         for name, tokens in (("short", opts.short_tokens), ("long", opts.long_tokens)):
             probe = Probe(name, tokens, 1)
-            t0 = clock()
+            t0 = clock.monotonic()
             for _ in range(opts.repeat):
                 probe.samples.append(one(probe, tokens))
-            probe.wall_s = clock() - t0
+            probe.wall_s = clock.monotonic() - t0
             probes.append(probe)
         for level in opts.concurrency:
             if level <= 1:
                 continue
             probe = Probe(f"c{level}", opts.short_tokens, level)
             count = max(opts.repeat, 2 * level)
-            t0 = clock()
+            t0 = clock.monotonic()
             with ThreadPoolExecutor(max_workers=level) as pool:
                 futures = [pool.submit(one, probe, opts.short_tokens) for _ in range(count)]
                 probe.samples.extend(f.result() for f in futures)
-            probe.wall_s = clock() - t0
+            probe.wall_s = clock.monotonic() - t0
             probes.append(probe)
     finally:
         if scraper:
@@ -750,7 +748,7 @@ def measure(
         setup_hints=hints,
         warmup_ttft_ms=warmup_ms,
         started_at=started_at,
-        ended_at=datetime.now(UTC),
+        ended_at=clock.now(),
     )
 
 

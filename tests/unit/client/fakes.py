@@ -6,41 +6,36 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 from click.testing import CliRunner, Result
 
 from advisor.cli import cli
-from advisor.client.options import Injected
+from advisor.client.injected import Injected
 
 
 class FakeClock:
-    """time.perf_counter stand-in: advanced only by the fake servers."""
+    """The probe's clock (advisor.client.clock.Clock), advanced only by the fake servers: every
+    duration the probe measures is the one the fake server declared."""
 
-    def __init__(self) -> None:
-        self.now = 1000.0
+    def __init__(self, start: datetime = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)) -> None:
+        self.seconds = 1000.0
+        self._start = start
         self._lock = threading.Lock()
 
-    def __call__(self) -> float:
-        return self.now
+    def monotonic(self) -> float:
+        return self.seconds
+
+    def now(self) -> datetime:
+        return self._start + timedelta(seconds=self.seconds - 1000.0)
 
     def advance(self, seconds: float) -> None:
         with self._lock:
-            self.now += seconds
-
-
-class SleepingClock(FakeClock):
-    """Real time: the fake servers really wait (for the CLI, which reads time.perf_counter)."""
-
-    def __call__(self) -> float:
-        return time.perf_counter()
-
-    def advance(self, seconds: float) -> None:
-        time.sleep(seconds)
+            self.seconds += seconds
 
 
 def tokens_of(text: str) -> int:
@@ -257,6 +252,12 @@ def advisor_http(handler: Callable[[httpx.Request], httpx.Response]) -> httpx.Cl
     return httpx.Client(transport=httpx.MockTransport(handler), base_url="http://advisor.test")
 
 
-def invoke(args: list[str], *, advisor: httpx.Client | None = None, target: httpx.Client | None = None) -> Result:
-    injected = Injected(advisor=advisor, target=target, sleep=lambda _s: None)
+def invoke(
+    args: list[str],
+    *,
+    advisor: httpx.Client | None = None,
+    target: httpx.Client | None = None,
+    clock: FakeClock | None = None,
+) -> Result:
+    injected = Injected(advisor=advisor, target=target, sleep=lambda _s: None, clock=clock)
     return CliRunner().invoke(cli, args, obj=injected, catch_exceptions=False)

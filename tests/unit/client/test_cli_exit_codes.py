@@ -8,7 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from advisor.cli import EXIT_GATE, EXIT_OK, EXIT_REJECTED, EXIT_UNREACHABLE, EXIT_USAGE, cli
+from advisor.cli import cli
+from advisor.client.exit_codes import ExitCode
 from tests.unit.client.fakes import FakeAdvisor, advisor_http, invoke
 
 
@@ -30,13 +31,13 @@ def test_the_contract_is_in_the_help() -> None:
 @pytest.mark.parametrize(
     ("gate", "code"),
     [
-        ([], EXIT_OK),
-        (["--fail-on", "critical"], EXIT_OK),  # the worst finding is severe
-        (["--fail-on", "severe"], EXIT_GATE),
-        (["--fail-on", "low"], EXIT_GATE),
-        (["--fail-on-verdict", "fail"], EXIT_OK),  # the verdict is warn
-        (["--fail-on-verdict", "warn"], EXIT_GATE),
-        (["--fail-on", "critical", "--fail-on-verdict", "warn"], EXIT_GATE),
+        ([], ExitCode.OK),
+        (["--fail-on", "critical"], ExitCode.OK),  # the worst finding is severe
+        (["--fail-on", "severe"], ExitCode.GATE),
+        (["--fail-on", "low"], ExitCode.GATE),
+        (["--fail-on-verdict", "fail"], ExitCode.OK),  # the verdict is warn
+        (["--fail-on-verdict", "warn"], ExitCode.GATE),
+        (["--fail-on", "critical", "--fail-on-verdict", "warn"], ExitCode.GATE),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
 )
@@ -45,7 +46,7 @@ def test_gate(result_file: Path, gate: list[str], code: int) -> None:
     result = invoke(["submit", str(result_file), *gate], advisor=advisor_http(fake.handler))
     assert result.exit_code == code, result.output
     assert "PRE002" in result.stdout  # the summary prints whatever the gate says
-    if code == EXIT_GATE:
+    if code == ExitCode.GATE:
         assert "gate failed" in result.stderr
 
 
@@ -54,7 +55,7 @@ def test_a_verdict_of_fail_fails_both_verdict_gates(result_file: Path) -> None:
     fake.result["verdict"] = "fail"
     for level in ("warn", "fail"):
         result = invoke(["submit", str(result_file), "--fail-on-verdict", level], advisor=advisor_http(fake.handler))
-        assert result.exit_code == EXIT_GATE
+        assert result.exit_code == ExitCode.GATE
 
 
 @pytest.mark.parametrize(
@@ -81,7 +82,7 @@ def test_usage_errors_exit_2_and_send_nothing(result_file: Path, args: list[str]
     fake = FakeAdvisor()
     args = [a.replace("{file}", str(result_file)) for a in args]
     result = invoke(args, advisor=advisor_http(fake.handler))
-    assert result.exit_code == EXIT_USAGE, result.output
+    assert result.exit_code == ExitCode.USAGE, result.output
     assert fake.requests == []
 
 
@@ -93,7 +94,7 @@ def test_unreachable_exits_3_after_retrying(result_file: Path) -> None:
         raise httpx.ConnectError("connection refused", request=request)
 
     result = invoke(["submit", str(result_file), "--retries", "2"], advisor=advisor_http(refuse))
-    assert result.exit_code == EXIT_UNREACHABLE
+    assert result.exit_code == ExitCode.UNREACHABLE
     assert len(attempts) == 3
     assert "cannot reach the advisor" in result.stderr
 
@@ -102,7 +103,7 @@ def test_unreachable_exits_3_after_retrying(result_file: Path) -> None:
 def test_server_errors_exit_3(result_file: Path, status: int) -> None:
     fake = FakeAdvisor(status=status, problem={"status": status, "title": "Internal Server Error", "detail": "boom"})
     result = invoke(["submit", str(result_file), "--retries", "1"], advisor=advisor_http(fake.handler))
-    assert result.exit_code == EXIT_UNREACHABLE
+    assert result.exit_code == ExitCode.UNREACHABLE
     assert f"{status}" in result.stderr
 
 
@@ -129,7 +130,7 @@ def test_rejected_input_exits_4_with_the_problem(
 ) -> None:
     fake = FakeAdvisor(status=status, problem={"status": status, **problem})
     result = invoke(["submit", str(result_file)], advisor=advisor_http(fake.handler))
-    assert result.exit_code == EXIT_REJECTED
+    assert result.exit_code == ExitCode.REJECTED
     assert shown in result.stderr
     assert len(fake.requests) == 1  # a 4xx is never retried
 
@@ -139,7 +140,7 @@ def test_every_file_is_sent_and_globs_expand(tmp_path: Path) -> None:
         (tmp_path / name).write_text("{}")
     fake = FakeAdvisor()
     result = invoke(["submit", str(tmp_path / "*.json"), "-o", "json"], advisor=advisor_http(fake.handler))
-    assert result.exit_code == EXIT_OK
+    assert result.exit_code == ExitCode.OK
     assert [r.headers["x-advisor-file-name"] for r in fake.requests] == ["a.json", "b.json"]
     assert isinstance(json.loads(result.stdout), list)
 
@@ -164,7 +165,7 @@ def test_inline_specs_and_metrics_use_the_json_wrapper(tmp_path: Path, result_fi
         ],
         advisor=advisor_http(fake.handler),
     )
-    assert result.exit_code == EXIT_OK, result.output
+    assert result.exit_code == ExitCode.OK, result.output
     request = fake.requests[0]
     assert request.url.path == "/api/v1/advise"
     wrapper = json.loads(request.content)

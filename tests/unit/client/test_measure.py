@@ -1,5 +1,6 @@
 """advisor measure against fake servers whose timings follow the seed: TTFT grows with the prompt,
-the decode rate does not. A fake clock makes every number exact."""
+the decode rate does not. A fake clock, injected into the probe and into the CLI, makes every number
+exact: nothing here depends on how fast the machine runs the test."""
 
 from __future__ import annotations
 
@@ -231,6 +232,7 @@ def test_cli_dry_run_json(clock: FakeClock) -> None:
         ["measure", "http://llm.test", "--dry-run", "-o", "json", "-n", "3", "--hardware", "nvidia-a10g"],
         advisor=advisor_http(fake.handler),
         target=target,
+        clock=clock,
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -242,6 +244,12 @@ def test_cli_dry_run_json(clock: FakeClock) -> None:
         assert probe["requests"] == 3
     assert doc["run"]["setup"]["hardware"] == "nvidia-a10g"
     assert doc["run"]["metrics"]["kv_cache_usage_max"] == pytest.approx(0.42)
+    # The CLI times the probe with the injected clock: the fake server's exact physics.
+    assert doc["run"]["metrics"]["prefill_tok_s"] == pytest.approx(10_000, rel=1e-6)
+    assert doc["run"]["metrics"]["decode_tok_s"] == pytest.approx(100.0)
+    assert doc["probes"][1]["ttft_ms"]["p50"] == pytest.approx(20 + 0.1 * doc["probes"][1]["prompt_tokens"], rel=1e-3)
+    # ...and stamps the run with it: measured_at is when the fake clock says the probe ended.
+    assert doc["run"]["measured_at"] == clock.now().isoformat().replace("+00:00", "Z")
     assert fake.requests == []  # a dry run submits nothing
 
 
@@ -263,6 +271,7 @@ def test_cli_submits_the_run_and_gates(clock: FakeClock) -> None:
         ],
         advisor=advisor_http(fake.handler),
         target=target,
+        clock=clock,
     )
     assert result.exit_code == 1  # the fake advisor answers with a severe finding
     assert len(fake.requests) == 1
@@ -277,6 +286,32 @@ def test_a_server_without_a_model_list_asks_for_model(clock: FakeClock) -> None:
     http = _http(lambda request: httpx.Response(404, text="Not Found"))
     with pytest.raises(Rejected, match="pass --model"):
         measure(OpenAIBackend(http, clock=clock), options=_opts(), clock=clock)
-    result = invoke(["measure", "http://llm.test", "--dry-run"], target=http)
+    result = invoke(["measure", "http://llm.test", "--dry-run"], target=http, clock=clock)
     assert result.exit_code == 4
     assert "pass --model" in result.stderr
+
+
+def test_the_default_clock_is_monotonic_and_utc() -> None:
+    from datetime import UTC
+
+    from advisor.client.clock import SYSTEM_CLOCK
+
+    first = SYSTEM_CLOCK.monotonic()
+    assert SYSTEM_CLOCK.monotonic() >= first
+    assert SYSTEM_CLOCK.now().tzinfo is UTC
+
+
+def test_the_fake_clock_stamps_the_run(clock: FakeClock) -> None:
+    """started/ended come from the injected clock: exactly the fake servers' time apart."""
+    llm = FakeLLM(clock)
+    http = _http(llm.handler)
+    start = clock.now()
+    result = measure(OpenAIBackend(http, clock=clock), options=_opts(), scrape_http=None, clock=clock)
+    assert result.started_at == start
+    assert result.ended_at == clock.now()
+    elapsed = (result.ended_at - result.started_at).total_seconds()
+    # Two warm-up calls take no fake time; 4 short and 4 long streams do: prefill, then 63 gaps of 10 ms.
+    short, long = result.probe("short"), result.probe("long")
+    assert short is not None and long is not None
+    assert elapsed == pytest.approx(short.wall_s + long.wall_s, abs=1e-6)
+    assert long.wall_s == pytest.approx(4 * (0.02 + 0.0001 * long.prompt_tokens() + 63 * 0.01), rel=1e-6)  # type: ignore[operator]

@@ -1,128 +1,35 @@
-"""Options, injection and error handling shared by every client command.
+"""The click options the client commands share, and the parsing of their values.
 
-Every command gets the same ``--url/--token/--timeout/--retries`` and ``--output`` options, and the
-same exit codes: API errors become :class:`CommandFailed` with exit code 3 (unreachable or 5xx) or 4
-(rejected, 4xx); click's own usage errors exit 2; a failed gate exits 1.
-
-Tests (and embedding programs) inject HTTP clients through the click context object
-(:class:`Injected`): ``CliRunner().invoke(cli, args, obj=Injected(advisor=test_client))``.
+Every client command takes ``--url/--token/--timeout/--retries`` (:func:`client_options`) and
+``--output`` (:func:`output_option`); those that submit runs take the context options
+(:func:`context_options`) and the gate (:func:`gate_options`).
 """
 
 from __future__ import annotations
 
-import functools
 import glob
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import click
-import httpx
 
-from advisor.canonical import typed_scalar
 from advisor.client.gate import SEVERITIES, VERDICTS
-from advisor.client.http import AdvisorClient, ApiError, Rejected
 from advisor.client.render import OUTPUTS
 
 __all__ = [
-    "EXIT_GATE",
-    "EXIT_REJECTED",
-    "EXIT_UNREACHABLE",
-    "EXIT_USAGE",
-    "CommandFailed",
-    "Injected",
-    "InputRejected",
     "client_options",
     "context_from_options",
     "context_options",
     "expand_files",
     "gate_options",
-    "handle_errors",
-    "make_client",
     "output_option",
     "parse_pairs",
     "parse_spec",
 ]
 
-# The exit-code contract (also in advisor.cli and docs/cli.md); kept here so the client package
-# does not import the CLI package that registers it.
-EXIT_GATE = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_REJECTED = 4
-
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass
-class Injected:
-    """HTTP clients to use instead of building them from ``--url`` (tests, embedding)."""
-
-    advisor: httpx.Client | None = None
-    target: httpx.Client | None = None
-    sleep: Callable[[float], None] | None = None
-
-
-class CommandFailed(click.ClickException):
-    """The server could not be reached or failed (exit 3); printed as ``advisor: <message>``."""
-
-    exit_code = EXIT_UNREACHABLE
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"advisor: {self.format_message()}", err=True)
-
-
-class InputRejected(CommandFailed):
-    """The server rejected the input with a 4xx (exit 4)."""
-
-    exit_code = EXIT_REJECTED
-
-
-def handle_errors(func: F) -> F:
-    """Map client exceptions onto the exit-code contract."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except Rejected as exc:
-            raise InputRejected(_describe(exc)) from exc
-        except ApiError as exc:
-            raise CommandFailed(_describe(exc)) from exc
-
-    return cast(F, wrapper)
-
-
-def _describe(exc: ApiError) -> str:
-    text = exc.message
-    problem = exc.problem
-    if problem.get("field") and str(problem["field"]) not in text:
-        text += f" (field: {problem['field']})"
-    matches = problem.get("matches")
-    if matches and "did you mean" not in text:
-        text += f"; did you mean {', '.join(map(str, matches))}?"
-    return text
-
-
-def _injected(ctx: click.Context) -> Injected:
-    obj = ctx.find_object(Injected)
-    return obj if obj is not None else Injected()
-
-
-def make_client(ctx: click.Context, url: str | None, token: str | None, timeout: float, retries: int) -> AdvisorClient:
-    injected = _injected(ctx)
-    if injected.advisor is not None:
-        client = AdvisorClient(injected.advisor, retries=retries)
-        if injected.sleep is not None:
-            client.sleep = injected.sleep
-        return client
-    return AdvisorClient.connect(url, token, timeout=timeout, retries=retries)
-
-
-def injected_target(ctx: click.Context) -> httpx.Client | None:
-    return _injected(ctx).target
 
 
 def client_options(func: F) -> F:
@@ -228,8 +135,16 @@ def parse_pairs(values: Sequence[str], option: str, *, typed: bool) -> dict[str,
         key = key.strip()
         if not key:
             raise click.BadParameter(f"empty key in {item!r}", param_hint=option)
-        out[key.replace("-", "_") if typed else key] = typed_scalar(value.strip()) if typed else value.strip()
+        out[key.replace("-", "_") if typed else key] = _typed(value.strip()) if typed else value.strip()
     return out
+
+
+def _typed(value: str) -> Any:
+    # The server's own reading of K=V values; imported here, not at the top, because
+    # advisor.canonical builds every msgspec schema, which `--help` does not need.
+    from advisor.canonical import typed_scalar
+
+    return typed_scalar(value)
 
 
 def parse_spec(value: str | None, option: str) -> str | dict[str, Any] | None:

@@ -1,41 +1,93 @@
-"""Server-side ``advisor model`` commands: fit, list, activate and roll back fitted-model versions
-directly on the database (ADVISOR_DATABASE_URL), on the host that runs the server.
+"""``advisor model``: the fitted performance model.
 
-The client side has ``advisor model fit|list`` over HTTP (advisor/client/commands.py); the
-database side of those two is ``--db`` on the same commands (:func:`extend_model_group`), and
-``activate``/``rollback`` work on the database. Exit codes: 0 done, 1 the fit failed, 2 usage or
-settings, 4 refused (unknown version, a fit already running, a version that cannot be served).
+Over the API: ``list`` and ``fit``. On the database (ADVISOR_DATABASE_URL), on the host that runs
+the server: ``fit --db`` and ``list --db`` (the same commands with ``--db``), ``activate`` and
+``rollback``. The server side imports its stack inside the commands. Exit codes (ExitCode): 1 the
+fit failed, 4 refused (unknown version, a fit already running, a version that cannot be served).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from advisor.cli.server_commands import EXIT_REFUSED, run_on_database
+from advisor.cli.client import emit, handle_errors, make_client
+from advisor.cli.database import run_on_database
+from advisor.cli.options import client_options, output_option
+from advisor.client.exit_codes import ExitCode
+from advisor.client.render import fmt, render_json, table
 
-__all__ = [
-    "activate_command",
-    "extend_model_group",
-    "fit_command",
-    "list_command",
-    "rollback_command",
-]
-
-T = TypeVar("T")
-
-_EXIT_FAILED = 1
-_EXIT_REFUSED = EXIT_REFUSED
+__all__ = ["model_group"]
 
 
-def _run(work: Callable[[Any], Awaitable[T]]) -> T:
-    """Run ``work(session_maker)`` against the configured database; errors the API would answer
-    with a 4xx exit with code 4 and the message."""
-    return run_on_database(work)
+@click.group("model")
+def model_group() -> None:
+    """The fitted performance model."""
+
+
+@model_group.command("list")
+@output_option("text", "json")
+@client_options
+@click.pass_context
+@handle_errors
+def model_list(ctx: click.Context, /, **p: Any) -> None:
+    """Fitted-model versions with their cross-validated error."""
+    with make_client(ctx, p["url"], p["token"], p["timeout"], p["retries"]) as client:
+        body = client.models()
+    if p["output"] == "json":
+        emit(render_json(body))
+        return
+    rows = []
+    for m in body if isinstance(body, list) else []:
+        # summary: {target: {scheme: {"mdape": {"model": ...}, "coverage": ...}}} (GET /api/v1/models)
+        hardware = {
+            t: (s.get("hardware") or {}).get("mdape", {}).get("model") for t, s in (m.get("summary") or {}).items()
+        }
+        rows.append(
+            [
+                m.get("version"),
+                "*" if m.get("is_active") else "",
+                m.get("created_at"),
+                m.get("n_train"),
+                fmt(hardware.get("decode_tok_s")),
+                fmt(hardware.get("prefill_tok_s")),
+            ]
+        )
+    if not rows:
+        emit("no fitted versions yet: expectations come from the physics prior (`advisor model fit`)")
+        return
+    emit(table(["version", "active", "created", "n", "decode MdAPE", "prefill MdAPE"], rows))
+
+
+@model_group.command("fit")
+@click.option("--activate/--no-activate", default=None, help="Make the new version the active one.")
+@output_option("text", "json")
+@client_options
+@click.pass_context
+@handle_errors
+def model_fit(ctx: click.Context, /, activate: bool | None, **p: Any) -> None:
+    """Fit a new model version on the reference data and the fleet's runs."""
+    options = {} if activate is None else {"activate": activate}
+    with make_client(ctx, p["url"], p["token"], p["timeout"], p["retries"]) as client:
+        job = client.wait_for_job(client.fit_model(options))
+    if p["output"] == "json":
+        emit(render_json(job))
+    else:
+        result = job.get("result") or {}
+        emit(
+            f"fit job {job.get('id')}: {job.get('status')}"
+            + (f", version {result['version']}" if result.get("version") else "")
+            + (f" ({job['error']})" if job.get("error") else "")
+        )
+    if job.get("status") != "succeeded":
+        ctx.exit(ExitCode.UNREACHABLE)  # the server could not fit (see the job error), or it timed out
+
+
+# ------------------------------------------------------------------------------------------------
+# server side: on the database
 
 
 def _pct(value: Any) -> str:
@@ -70,7 +122,7 @@ def _summary_table(summary: dict[str, Any]) -> Any:
 @click.option("--no-public", is_flag=True, help="Train on the fleet's runs only (not the shipped published runs).")
 @click.option("--no-cv", is_flag=True, help="Skip cross-validation (intervals become in-sample; for quick tries).")
 @click.option("--json", "as_json", is_flag=True, help="Print the finished job as JSON.")
-def fit_command(activate: bool, notes: str | None, no_public: bool, no_cv: bool, as_json: bool) -> None:
+def db_fit(activate: bool, notes: str | None, no_public: bool, no_cv: bool, as_json: bool) -> None:
     """Fit a new version on the database's runs and the published runs, with a progress bar."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -95,7 +147,7 @@ def fit_command(activate: bool, notes: str | None, no_public: bool, no_cv: bool,
             finished = await run_fit_job(maker, job.id, progress=report)
         return JobService.to_out(finished)
 
-    job = _run(work)
+    job = run_on_database(work)
     if as_json:
         import msgspec
 
@@ -111,12 +163,12 @@ def fit_command(activate: bool, notes: str | None, no_public: bool, no_cv: bool,
         console.print(_summary_table(result.get("summary") or {}))
     if job.status != "succeeded":
         click.echo(f"advisor: the fit failed: {job.error}", err=True)
-        sys.exit(_EXIT_FAILED)
+        sys.exit(ExitCode.GATE)
 
 
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the versions as JSON.")
-def list_command(as_json: bool) -> None:
+def db_list(as_json: bool) -> None:
     """Fitted-model versions in the database, newest first."""
     from advisor.domain.models.services import FittedModelService
 
@@ -124,7 +176,7 @@ def list_command(as_json: bool) -> None:
         async with maker() as session:
             return await FittedModelService(session=session).versions()
 
-    versions = _run(work)
+    versions = run_on_database(work)
     if as_json:
         import msgspec
 
@@ -153,7 +205,7 @@ def list_command(as_json: bool) -> None:
 
 @click.command("activate")
 @click.argument("version")
-def activate_command(version: str) -> None:
+def db_activate(version: str) -> None:
     """Serve VERSION from every worker (they pick it up within seconds; no restart)."""
     from advisor.domain.models.services import FittedModelService
 
@@ -161,12 +213,12 @@ def activate_command(version: str) -> None:
         async with maker() as session:
             return await FittedModelService(session=session).activate(version)
 
-    result = _run(work)
+    result = run_on_database(work)
     click.echo(f"active: {result.active} (was {result.previous or 'the physics prior'})")
 
 
 @click.command("rollback")
-def rollback_command() -> None:
+def db_rollback() -> None:
     """Restore the version that was active before the last activation."""
     from advisor.domain.models.services import FittedModelService
 
@@ -174,7 +226,7 @@ def rollback_command() -> None:
         async with maker() as session:
             return await FittedModelService(session=session).rollback()
 
-    result = _run(work)
+    result = run_on_database(work)
     click.echo(f"active: {result.active or 'the physics prior'} (was {result.previous or 'the physics prior'})")
 
 
@@ -208,10 +260,14 @@ def _with_db_flag(client: click.Command, server: click.Command) -> click.Command
     )
 
 
-def extend_model_group(group: click.Group) -> None:
+def _extend(group: click.Group) -> None:
     """Add the server-side commands to the ``model`` group: ``fit``/``list`` gain ``--db`` when
     the client already defines them, ``activate``/``rollback`` are added."""
-    for server in (fit_command, list_command, activate_command, rollback_command):
+    for server in (db_fit, db_list, db_activate, db_rollback):
         name = server.name or ""
         existing = group.commands.get(name)
         group.add_command(_with_db_flag(existing, server) if existing is not None else server, name)
+
+
+# `model fit|list --db`, `model activate|rollback` work on the database beside the client's commands.
+_extend(model_group)

@@ -2,8 +2,8 @@
 database (ADVISOR_DATABASE_URL), on the host that runs the server. Tokens matter when the server
 runs with ``ADVISOR_AUTH_MODE=token``.
 
-Exit codes: 0 done, 2 usage or settings, 4 refused (a bad name, an active token of that name, an
-unknown or already revoked token).
+Exit codes (ExitCode): 2 usage or settings, 4 refused (a bad name, an active token of that name,
+an unknown or already revoked token).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from advisor.cli.server_commands import EXIT_REFUSED, run_on_database
+from advisor.cli.database import run_on_database
 
 if TYPE_CHECKING:
     from advisor.domain.auth import ApiTokenService, TokenOut
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["tokens_group"]
 
 T = TypeVar("T")
-
-_EXIT_REFUSED = EXIT_REFUSED
 
 
 def _with_service(work: Callable[[ApiTokenService], Awaitable[T]]) -> T:
