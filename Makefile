@@ -12,7 +12,7 @@ PORT ?= 8000
 
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help run test install install-e2e lint format typecheck migrate seed goldens rules-docs docs-check bench clean
+.PHONY: help run test install install-e2e lint format typecheck migrate seed goldens rules-docs new-rule docs-check bench clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -53,13 +53,18 @@ format: install ## Apply ruff fixes and formatting
 	$(BIN)/ruff format advisor tests bench
 
 goldens: install ## Regenerate the ingest golden files (review the diff like code)
-	$(BIN)/python -m advisor.ingest.golden --regen
+	$(BIN)/python -m tests.ingest_goldens --regen
 
 rules-docs: install ## Regenerate docs/rules.md from the rules
 	$(BIN)/python -m advisor.rules.docs --write
 
+new-rule: install ## Scaffold a rule: make new-rule ID=PRE007 [NAME=prefill.snake_name] [ACTION=shorten-prompt]
+	@test -n "$(ID)" || { echo "usage: make new-rule ID=XXX000 [NAME=group.snake_name] [ACTION=...]" >&2; exit 2; }
+	$(BIN)/python -m advisor.rules.scaffold $(ID) $(if $(NAME),--name $(NAME)) $(if $(ACTION),--action $(ACTION))
+	$(BIN)/python -m advisor.rules.docs --write
+
 docs-check: install ## Fail when a generated file (goldens, docs/rules.md) is stale
-	@if [ -f advisor/ingest/golden.py ]; then $(BIN)/python -m advisor.ingest.golden --check; fi
+	@if [ -f tests/ingest_goldens.py ]; then $(BIN)/python -m tests.ingest_goldens --check; fi
 	@if [ -f advisor/rules/docs.py ]; then $(BIN)/python -m advisor.rules.docs --check; fi
 
 bench: install ## Run the benchmarks in bench/ (see docs/benchmarks.md)

@@ -43,7 +43,6 @@ __all__ = [
     "decode_ceiling",
     "decode_ceiling_batch",
     "decode_flops_per_token",
-    "efficiency",
     "kv_bytes",
     "kv_bytes_per_element",
     "kv_bytes_per_token",
@@ -375,16 +374,6 @@ def kv_pool_tokens(pool_bytes: float, per_token_bytes: float, replication: int =
 def max_concurrent_sequences(pool_bytes: float, bytes_per_sequence: float, replication: int = 1) -> int:
     """Sequences of a given KV footprint that fit in the pool at once."""
     return int(pool_bytes // (_positive("bytes_per_sequence", bytes_per_sequence) * replication))
-
-
-def efficiency(measured: float | None, ceiling: float | None) -> float | None:
-    """``measured / ceiling``: bandwidth utilisation for decode, MFU for prefill. None when
-    either side is missing, non-positive or not finite."""
-    if measured is None or ceiling is None:
-        return None
-    if not (math.isfinite(measured) and math.isfinite(ceiling)) or measured < 0 or ceiling <= 0:
-        return None
-    return measured / ceiling
 
 
 def analyse(

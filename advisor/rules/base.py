@@ -147,7 +147,9 @@ class Gain:
         """|log(to/from)|: a symmetric size of the change (×2 and ÷2 are the same size)."""
         if self.from_ <= 0 or self.to <= 0:
             return 0.0
-        return abs(math.log(self.to / self.from_))
+        # The difference of logs, not the log of the ratio: to / from_ underflows to 0 (a math
+        # domain error) when the two are hundreds of orders of magnitude apart.
+        return abs(math.log(self.to) - math.log(self.from_))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -195,8 +197,10 @@ class Rule:
     id: ClassVar[str]
     name: ClassVar[str]
     action: ClassVar[str]
+    #: Set from the group folder (:data:`GROUPS`) when the class is defined; a rule sets its own
+    #: only where it genuinely differs from its group, with a comment why.
     phase: ClassVar[Phase]
-    status: ClassVar[Status] = Status.STABLE
+    rule_status: ClassVar[Status] = Status.STABLE
     aliases: ClassVar[tuple[str, ...]] = ()
     thresholds: ClassVar[tuple[Spec, ...]] = ()
     actions: ClassVar[tuple[str, ...]] = ()
@@ -206,6 +210,13 @@ class Rule:
     #: The engine caps severity by the size of the expected gain; a rule whose thresholds already
     #: grade that size (a regression's relative drop) opts out.
     damp_by_gain: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A rule's phase is its group's (:data:`GROUPS`), unless the class sets its own."""
+        super().__init_subclass__(**kwargs)
+        group = GROUPS.get(cls.group())
+        if "phase" not in vars(cls) and group is not None:
+            cls.phase = group[1]
 
     def __init__(self, config: RuleConfig, common: RuleConfig) -> None:
         self.config = config

@@ -2,16 +2,25 @@
 
 Defaults live in ``rules/thresholds.toml`` (in a source checkout) or ``advisor/_rules_data/
 thresholds.toml`` (in an installed wheel, where pyproject force-includes ``rules/``). A second
-file named by ``ADVISOR_RULES_THRESHOLDS_FILE`` is merged over the defaults key by key.
+file, the ``rules.thresholds_file`` setting (``ADVISOR_RULES_THRESHOLDS_FILE``), is merged over the
+defaults key by key.
+
+A limit several rules share ("a TTFT p50 of 300 ms starts to matter") is written once, in the
+``[limits]`` table, and a rule's key refers to it with a string: ``ttft_ms = "@limits.ttft_ms"``.
+References are resolved after every merge, so overriding ``[limits] ttft_ms`` changes every rule
+that refers to it, while a rule can still set its own value (or another reference).
 
 Both are validated against what the rules *declare* (sqlfluff's ``get_configs_info``, Dr.
 Elephant's ``SeverityThresholds.require``): an unknown section or key, a declared key missing from
-the defaults, a list that is not four numbers or not monotonic in the declared direction is a
-:class:`ThresholdsError` naming the file, the section and the key.
+the defaults, a list that is not four numbers or not monotonic in the declared direction, a
+reference to an unknown limit or a shared limit no rule refers to is a :class:`ThresholdsError`
+naming the file, the section and the key. A shared limit is checked against every key that refers
+to it (its direction is theirs).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.resources
 import logging
 import math
@@ -28,6 +37,8 @@ from advisor.rules.severity import Thresholds
 __all__ = [
     "COMMON_SECTION",
     "ENV_THRESHOLDS_FILE",
+    "LIMITS_SECTION",
+    "REFERENCE_PREFIX",
     "ParamSpec",
     "RuleConfig",
     "Spec",
@@ -41,10 +52,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Environment variable naming a TOML file merged over the shipped defaults.
+#: The environment variable of the ``rules.thresholds_file`` setting, named in errors about it.
 ENV_THRESHOLDS_FILE = "ADVISOR_RULES_THRESHOLDS_FILE"
 #: Section for the damping limits every rule shares (sample size, gain size).
 COMMON_SECTION = "common"
+#: Section for limits several rules refer to; not a rule, nothing reads it directly.
+LIMITS_SECTION = "limits"
+#: How a rule's key refers to a shared limit: ``"@limits.<key>"``.
+REFERENCE_PREFIX = f"@{LIMITS_SECTION}."
 
 
 class ThresholdsError(InvalidInput):
@@ -85,6 +100,8 @@ class RuleConfig:
     section: str
     thresholds: Mapping[str, Thresholds] = field(default_factory=dict)
     params: Mapping[str, float] = field(default_factory=dict)
+    #: Key → the ``[limits]`` key it takes its value from (keys set in the section are absent).
+    shared: Mapping[str, str] = field(default_factory=dict)
 
     def t(self, key: str) -> Thresholds:
         try:
@@ -97,12 +114,6 @@ class RuleConfig:
             return self.params[key]
         except KeyError:
             raise KeyError(f"{self.section} declares no parameter {key!r}") from None
-
-    def to_raw(self) -> dict[str, Any]:
-        """As written in thresholds.toml: ``{key: [four values] | number}``."""
-        out: dict[str, Any] = {k: list(t.values) for k, t in self.thresholds.items()}
-        out.update(self.params)
-        return out
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -123,6 +134,9 @@ class ThresholdTable:
     sections: Mapping[str, RuleConfig]
     specs: Mapping[str, tuple[Spec, ...]]
     origins: tuple[str, ...] = ()
+    #: The merged files before references are resolved (``[limits]`` included): what
+    #: :meth:`with_overrides` merges over, so that an overridden limit reaches its rules.
+    raw: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def for_section(self, section: str) -> RuleConfig:
         try:
@@ -134,13 +148,19 @@ class ThresholdTable:
     def common(self) -> RuleConfig:
         return self.for_section(COMMON_SECTION)
 
+    @property
+    def limits(self) -> Mapping[str, Any]:
+        """The shared limits in force: ``{key: [four values] | number}``."""
+        return self.raw.get(LIMITS_SECTION, {})
+
     def with_overrides(
         self, overrides: Mapping[str, Mapping[str, Any]], *, origin: str = "overrides"
     ) -> ThresholdTable:
-        """A new table with ``{section: {key: value}}`` merged over this one (validated)."""
-        raw: dict[str, dict[str, Any]] = {s: cfg.to_raw() for s, cfg in self.sections.items()}
+        """A new table with ``{section: {key: value}}`` merged over this one (validated);
+        ``{"limits": {...}}`` changes every rule that refers to those limits."""
+        raw: dict[str, dict[str, Any]] = copy.deepcopy({s: dict(body) for s, body in self.raw.items()})
         _merge(raw, overrides, specs=self.specs, origin=origin, require_all=False)
-        return ThresholdTable(_build(raw, self.specs, origin=origin), self.specs, (*self.origins, origin))
+        return ThresholdTable(_build(raw, self.specs, origin=origin), self.specs, (*self.origins, origin), raw)
 
 
 def rules_data_dir() -> Path:
@@ -169,20 +189,19 @@ def load_table(
     *,
     defaults: tuple[str, str] | None = None,
     override_file: str | os.PathLike[str] | None = None,
-    use_env: bool = True,
 ) -> ThresholdTable:
-    """Load and validate the defaults, then merge an override file over them.
+    """Load and validate the defaults, then merge ``override_file`` (if any) over them.
 
-    ``specs`` maps each section (rule id or ``common``) to what it declares. ``override_file``
-    wins over ``ADVISOR_RULES_THRESHOLDS_FILE`` (read only when ``use_env``).
+    ``specs`` maps each section (rule id or ``common``) to what it declares. The application's
+    override file is the ``rules.thresholds_file`` setting
+    (:func:`advisor.rules.registry.thresholds_table` passes it); this function reads no
+    environment.
     """
     frozen_specs = {s: tuple(v) for s, v in specs.items()}
     text, origin = defaults if defaults is not None else default_thresholds_source()
     raw: dict[str, dict[str, Any]] = {}
     _merge(raw, _parse_toml(text, origin), specs=frozen_specs, origin=origin, require_all=True)
     origins = [origin]
-    if override_file is None and use_env:
-        override_file = os.environ.get(ENV_THRESHOLDS_FILE) or None
     if override_file is not None:
         path = Path(override_file)
         try:
@@ -197,7 +216,7 @@ def load_table(
             require_all=False,
         )
         origins.append(str(path))
-    table = ThresholdTable(_build(raw, frozen_specs, origin=origins[-1]), frozen_specs, tuple(origins))
+    table = ThresholdTable(_build(raw, frozen_specs, origin=origins[-1]), frozen_specs, tuple(origins), raw)
     if logger.isEnabledFor(logging.DEBUG):
         # Dr. Elephant logs the effective thresholds at start-up; an operator overriding one
         # can then see which value is in force.
@@ -221,9 +240,15 @@ def _merge(
     origin: str,
     require_all: bool,
 ) -> None:
+    """Merge ``incoming`` over ``raw`` and validate the result. ``require_all``: ``incoming`` is the
+    defaults, which must set every declared key and may introduce shared limits."""
+    if LIMITS_SECTION in incoming:
+        _merge_limits(raw, incoming[LIMITS_SECTION], origin=origin, defaults=require_all)
     for section, body in incoming.items():
+        if section == LIMITS_SECTION:
+            continue
         if section not in specs:
-            known = ", ".join(sorted(specs))
+            known = ", ".join(sorted({*specs, LIMITS_SECTION}))
             raise ThresholdsError(f"{origin}: unknown section [{section}]; known sections: {known}", field=section)
         if not isinstance(body, Mapping):
             raise ThresholdsError(f"{origin}: [{section}] must be a table", field=section)
@@ -236,7 +261,8 @@ def _merge(
                     f"{origin}: [{section}] has unknown key {key!r}; declared keys: {known}",
                     field=f"{section}.{key}",
                 )
-            _check_value(declared[key], value, f"{section}.{key}", origin)
+            if not isinstance(value, str):  # a reference is checked once every limit is merged
+                _check_value(declared[key], value, f"{section}.{key}", origin)
             target[key] = value
     if require_all:
         for section, declared_specs in specs.items():
@@ -246,23 +272,84 @@ def _merge(
                         f"{origin}: [{section}] is missing declared key {spec.key!r}",
                         field=f"{section}.{spec.key}",
                     )
+    _check_references(raw, specs, origin=origin, defaults=require_all)
 
 
-def _check_value(spec: Spec, value: Any, where: str, origin: str) -> None:
+def _merge_limits(raw: dict[str, dict[str, Any]], body: Any, *, origin: str, defaults: bool) -> None:
+    if not isinstance(body, Mapping):
+        raise ThresholdsError(f"{origin}: [{LIMITS_SECTION}] must be a table", field=LIMITS_SECTION)
+    target = raw.setdefault(LIMITS_SECTION, {})
+    for key, value in body.items():
+        where = f"{LIMITS_SECTION}.{key}"
+        if not defaults and key not in target:
+            known = ", ".join(sorted(target)) or "none"
+            raise ThresholdsError(
+                f"{origin}: [{LIMITS_SECTION}] has unknown key {key!r}; shared limits: {known}", field=where
+            )
+        if not (_is_number(value) or (isinstance(value, list) and all(_is_number(v) for v in value))):
+            raise ThresholdsError(
+                f"{origin}: {where} must be a number or a list of 4 numbers, got {value!r}", field=where
+            )
+        target[key] = value
+
+
+def _limit_name(value: str, where: str, origin: str) -> str:
+    if not value.startswith(REFERENCE_PREFIX) or not value[len(REFERENCE_PREFIX) :]:
+        raise ThresholdsError(
+            f"{origin}: {where} must be a number, a list of 4 numbers or a reference "
+            f'"{REFERENCE_PREFIX}<key>", got {value!r}',
+            field=where,
+        )
+    return value[len(REFERENCE_PREFIX) :]
+
+
+def _check_references(
+    raw: Mapping[str, Mapping[str, Any]], specs: Mapping[str, tuple[Spec, ...]], *, origin: str, defaults: bool
+) -> None:
+    """Every reference names a limit whose value suits the referring key; in the defaults, every
+    limit is referred to (a limit nobody reads is a typo or a leftover)."""
+    limits = raw.get(LIMITS_SECTION, {})
+    used: set[str] = set()
+    for section, declared_specs in specs.items():
+        body = raw.get(section, {})
+        for spec in declared_specs:
+            value = body.get(spec.key)
+            if not isinstance(value, str):
+                continue
+            where = f"{section}.{spec.key}"
+            name = _limit_name(value, where, origin)
+            if name not in limits:
+                known = ", ".join(sorted(limits)) or "none"
+                raise ThresholdsError(
+                    f"{origin}: {where} refers to unknown {value!r}; shared limits: {known}", field=where
+                )
+            ref = f"{LIMITS_SECTION}.{name}"
+            _check_value(spec, limits[name], f"{ref} (referred to by {where})", origin, error_field=ref)
+            used.add(name)
+    if defaults:
+        for name in sorted(set(limits) - used):
+            raise ThresholdsError(
+                f"{origin}: [{LIMITS_SECTION}] {name!r} is referred to by no rule", field=f"{LIMITS_SECTION}.{name}"
+            )
+
+
+def _check_value(spec: Spec, value: Any, where: str, origin: str, error_field: str | None = None) -> None:
+    """``where`` is the key as the message names it; ``error_field`` (default: ``where``) the error's field."""
+    field = error_field or where
     if isinstance(spec, ThresholdSpec):
         if not isinstance(value, list) or not all(_is_number(v) for v in value):
-            raise ThresholdsError(f"{origin}: {where} must be a list of 4 numbers, got {value!r}", field=where)
+            raise ThresholdsError(f"{origin}: {where} must be a list of 4 numbers, got {value!r}", field=field)
         try:
             Thresholds.of(value, ascending=spec.ascending)
         except ValueError as exc:
-            raise ThresholdsError(f"{origin}: {where}: {exc}", field=where) from exc
+            raise ThresholdsError(f"{origin}: {where}: {exc}", field=field) from exc
         return
     if not _is_number(value):
-        raise ThresholdsError(f"{origin}: {where} must be a number, got {value!r}", field=where)
+        raise ThresholdsError(f"{origin}: {where} must be a number, got {value!r}", field=field)
     if spec.minimum is not None and value < spec.minimum:
-        raise ThresholdsError(f"{origin}: {where} must be >= {spec.minimum:g}, got {value}", field=where)
+        raise ThresholdsError(f"{origin}: {where} must be >= {spec.minimum:g}, got {value}", field=field)
     if spec.maximum is not None and value > spec.maximum:
-        raise ThresholdsError(f"{origin}: {where} must be <= {spec.maximum:g}, got {value}", field=where)
+        raise ThresholdsError(f"{origin}: {where} must be <= {spec.maximum:g}, got {value}", field=field)
 
 
 def _is_number(value: Any) -> bool:
@@ -272,18 +359,23 @@ def _is_number(value: Any) -> bool:
 def _build(
     raw: Mapping[str, Mapping[str, Any]], specs: Mapping[str, tuple[Spec, ...]], *, origin: str
 ) -> dict[str, RuleConfig]:
+    limits = raw.get(LIMITS_SECTION, {})
     out: dict[str, RuleConfig] = {}
     for section, declared in specs.items():
         body = raw.get(section, {})
         thresholds: dict[str, Thresholds] = {}
         params: dict[str, float] = {}
+        shared: dict[str, str] = {}
         for spec in declared:
             if spec.key not in body:
                 raise ThresholdsError(f"{origin}: [{section}] is missing {spec.key!r}", field=f"{section}.{spec.key}")
             value = body[spec.key]
+            if isinstance(value, str):  # validated by _check_references
+                shared[spec.key] = value[len(REFERENCE_PREFIX) :]
+                value = limits[shared[spec.key]]
             if isinstance(spec, ThresholdSpec):
                 thresholds[spec.key] = Thresholds.of(value, ascending=spec.ascending)
             else:
                 params[spec.key] = float(value)
-        out[section] = RuleConfig(section, thresholds, params)
+        out[section] = RuleConfig(section, thresholds, params, shared)
     return out

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from advisor.canonical import SLO, CanonicalRun, Percentiles
-from advisor.catalog.catalog import KV_CACHE_DTYPE_ALIASES
+from advisor.catalog.lookup import KV_CACHE_DTYPE_ALIASES, ResolvedSetup
 from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
 from advisor.rules.knobs import EngineConfig, engine_config, normalise_key
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BASELINE_METRICS",
+    "BASELINE_TOLERANCE",
     "SUPPLY_HINTS",
     "Baseline",
     "BaselinePoint",
@@ -35,6 +36,7 @@ __all__ = [
     "MetricBaseline",
     "MissingField",
     "RunContext",
+    "baseline_key",
     "baseline_point",
     "build_baseline",
     "build_context",
@@ -145,7 +147,7 @@ class Measured:
     """Values rules need that the canonical run may give in several ways, derived once.
 
     ``decode_tok_s`` is per sequence: ``metrics.decode_tok_s``, else 1000 / TPOT, else 1000 / ITL
-    (never from end-to-end per token, which includes TTFT; FORMATS.md §9.2). ``concurrency`` is the
+    (never from end-to-end per token, which includes TTFT; docs/formats.md §9.2). ``concurrency`` is the
     number of sequences decoding together: the server's running mean, the offered concurrency, or
     Little's law (rate × mean latency).
     """
@@ -297,20 +299,30 @@ def _close(a: float | None, b: float | None, tolerance: float) -> bool:
     return abs(a - b) <= tolerance * max(abs(a), abs(b))
 
 
+#: Relative difference in prompt and output length, concurrency and request rate within which two
+#: runs count as the same traffic (a baseline of different traffic is no baseline).
+BASELINE_TOLERANCE = 0.25
+
+_Workload = tuple[float | None, float | None, float | None, float | None]  # prompt, output, concurrency, rate
+
+
+def _workload(run: CanonicalRun) -> _Workload:
+    w = run.workload
+    return (w.prompt_tokens_mean, w.output_tokens_mean, w.concurrency, w.request_rate)
+
+
 def comparable(
-    run: CanonicalRun, other: CanonicalRun, *, tolerance: float = 0.25, run_key: tuple[Any, ...] | None = None
+    run: CanonicalRun | BaselinePoint,
+    other: CanonicalRun | BaselinePoint,
+    *,
+    tolerance: float = BASELINE_TOLERANCE,
 ) -> bool:
     """Same deployment and setup, and a workload within ``tolerance`` (prompt and output length,
-    concurrency): a baseline of different traffic is no baseline. ``run_key``: ``run``'s setup key,
-    when the caller compares one run with many."""
-    if (run_key if run_key is not None else _setup_key(run)) != _setup_key(other):
-        return False
-    a, b = run.workload, other.workload
-    return (
-        _close(a.prompt_tokens_mean, b.prompt_tokens_mean, tolerance)
-        and _close(a.output_tokens_mean, b.output_tokens_mean, tolerance)
-        and _close(a.concurrency, b.concurrency, tolerance)
-        and _close(a.request_rate, b.request_rate, tolerance)
+    concurrency, request rate). The one test of "comparable", used by :func:`build_baseline`."""
+    a = run if isinstance(run, BaselinePoint) else baseline_key(run)
+    b = other if isinstance(other, BaselinePoint) else baseline_key(other)
+    return a.setup_key == b.setup_key and all(
+        _close(x, y, tolerance) for x, y in zip(a.workload, b.workload, strict=True)
     )
 
 
@@ -328,8 +340,13 @@ class BaselinePoint:
 
     measured_at: datetime | None
     setup_key: tuple[Any, ...]
-    workload: tuple[float | None, float | None, float | None, float | None]  # prompt, output, concurrency, rate
+    workload: _Workload
     values: Mapping[str, float]  # BASELINE_METRICS that the run has
+
+
+def baseline_key(run: CanonicalRun) -> BaselinePoint:
+    """What :func:`comparable` compares of ``run``, without its metrics (cheap)."""
+    return BaselinePoint(run.measured_at, _setup_key(run), _workload(run), {})
 
 
 def baseline_point(run: CanonicalRun) -> BaselinePoint:
@@ -339,13 +356,7 @@ def baseline_point(run: CanonicalRun) -> BaselinePoint:
         v = meas.decode_tok_s if path == "decode_tok_s" else metric_value(run, path)
         if v is not None and math.isfinite(v):
             values[path] = v
-    w = run.workload
-    return BaselinePoint(
-        run.measured_at,
-        _setup_key(run),
-        (w.prompt_tokens_mean, w.output_tokens_mean, w.concurrency, w.request_rate),
-        values,
-    )
+    return BaselinePoint(run.measured_at, _setup_key(run), _workload(run), values)
 
 
 def build_baseline(
@@ -359,14 +370,8 @@ def build_baseline(
     when ``current`` is None) that were measured before it. None with fewer than ``min_runs``."""
     pool = [r if isinstance(r, BaselinePoint) else baseline_point(r) for r in runs if r is not current]
     if current is not None:
-        key = _setup_key(current)
-        w = current.workload
-        mine = (w.prompt_tokens_mean, w.output_tokens_mean, w.concurrency, w.request_rate)
-        pool = [
-            p
-            for p in pool
-            if p.setup_key == key and all(_close(a, b, 0.25) for a, b in zip(mine, p.workload, strict=True))
-        ]
+        mine = baseline_key(current)
+        pool = [p for p in pool if comparable(mine, p)]
         if current.measured_at is not None:
             pool = [p for p in pool if p.measured_at is None or p.measured_at < current.measured_at]
     # Most recent first; runs without a timestamp keep their given order, after dated ones.
@@ -384,17 +389,6 @@ def build_baseline(
     return Baseline(len(chosen), metrics)
 
 
-def _resolve(catalog: Catalog, kind: str, value: Any) -> tuple[Any, str | None]:
-    """``(spec, None)`` or ``(None, reason)``; never raises for a bad name."""
-    resolver = getattr(catalog, f"resolve_{kind}")
-    try:
-        return resolver(value), None
-    except AdvisorError as exc:
-        return None, exc.detail
-    except (ValueError, KeyError, LookupError, TypeError) as exc:
-        return None, str(exc)
-
-
 def _concurrency_for_physics(measured: Measured, engine: EngineConfig) -> int:
     c = measured.concurrency or 1.0
     if engine.max_num_seqs.value and engine.max_num_seqs.value > 0:
@@ -409,11 +403,14 @@ def build_context(
     slo: SLO | None = None,
     baseline_runs: Iterable[CanonicalRun | BaselinePoint] = (),
     expectations_fn: ExpectationsFn | None = None,
+    resolved: ResolvedSetup | None = None,
 ) -> RunContext:
-    """Resolve, compute the physics and the expectations, and freeze it all for the rules.
+    """Compute the physics and the expectations, and freeze them with the run for the rules.
 
-    ``slo`` wins over ``run.slo``. ``expectations_fn(roofline, runtime=..., hardware_kind=...,
-    hardware=..., model=..., quant=...)`` defaults to :func:`advisor.ml.prior.prior_expectations`.
+    ``resolved`` is what the run's names mean in the catalog, as the ingestion resolved them; left
+    out, the names are resolved here (tests, library use). ``slo`` wins over ``run.slo``.
+    ``expectations_fn(roofline, runtime=..., hardware_kind=..., hardware=..., model=..., quant=...)``
+    defaults to :func:`advisor.ml.prior.prior_expectations`.
     """
     if catalog is None:
         from advisor.catalog import Catalog
@@ -425,33 +422,20 @@ def build_context(
         expectations_fn = prior_expectations
 
     setup = run.setup
+    if resolved is None:
+        resolved = catalog.resolve_setup(setup)
     missing: list[MissingField] = []
-    specs: dict[str, Any] = {}
     blocks = {
         "hardware": "the decode and prefill ceilings, the KV pool and every expectation",
         "model": "weight and KV bytes, so every ceiling and the KV pool",
         "quantization": "the bytes per weight, so every ceiling and the quantization advice",
     }
-    implied_quant: QuantSpec | None = None
-    for kind in ("hardware", "model", "quantization"):
-        value = getattr(setup, kind)
+    for kind, reason in resolved.unresolved.items():
         path = f"setup.{kind}"
-        if value is None or (isinstance(value, str) and not value.strip()):
-            if kind == "quantization" and implied_quant is not None:
-                specs[kind] = implied_quant  # the model name says it: "…-AWQ", "llama3.1:8b-instruct-q8_0"
-                continue
-            missing.append(MissingField(path, f"no {kind} given", blocks[kind], SUPPLY_HINTS[path]))
-            specs[kind] = None
-            continue
-        spec, reason = _resolve(catalog, kind, value)
-        if spec is None:
-            missing.append(MissingField(path, reason or f"unknown {kind}", blocks[kind], SUPPLY_HINTS[path]))
-        elif kind == "model" and isinstance(spec, tuple):
-            spec, implied_quant = spec
-        specs[kind] = spec
-    hardware: HardwareSpec | None = specs["hardware"]
-    model: ModelSpec | None = specs["model"]
-    quant: QuantSpec | None = specs["quantization"]
+        missing.append(MissingField(path, reason, blocks[kind], SUPPLY_HINTS[path]))
+    hardware = resolved.hardware
+    model = resolved.model
+    quant = resolved.quantization
 
     if setup.runtime is None:
         missing.append(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from advisor.rules.base import GROUPS, Rule
-from advisor.rules.config import ParamSpec, ThresholdSpec, load_table
+from advisor.rules.config import ParamSpec, ThresholdSpec, ThresholdTable, load_table
 from advisor.rules.registry import get_rules, rule_specs
 
 __all__ = ["DEFAULT_PATH", "main", "render"]
@@ -28,7 +28,8 @@ _HEADER = """# Rule catalogue
 Every rule turns evidence from one run into a finding with a severity (from the declared thresholds
 below, damped by whether it matters), evidence ("expected x, found y"), a fix per runtime, an
 expected gain and a confidence. Thresholds are `[low, moderate, severe, critical]`; *ascending*
-means bigger values are worse. Override them with a TOML file named by
+means bigger values are worse; a value marked *shared* comes from the `[limits]` table, where one
+edit changes every rule that refers to it. Override them with a TOML file named by
 `ADVISOR_RULES_THRESHOLDS_FILE`. Preview rules are reported but never change the verdict.
 """
 
@@ -39,7 +40,7 @@ def _cell(text: str) -> str:
 
 def _rule_section(rule: Rule) -> list[str]:
     docs = rule.docs()
-    meta = [f"phase `{rule.phase}`", f"action `{rule.action}`", f"status `{rule.status}`"]
+    meta = [f"phase `{rule.phase}`", f"action `{rule.action}`", f"rule status `{rule.rule_status}`"]
     if rule.actions:
         meta.append("also " + ", ".join(f"`{a}`" for a in rule.actions))
     if rule.aliases:
@@ -59,24 +60,41 @@ def _rule_section(rule: Rule) -> list[str]:
             "|---|---|---|---|---|",
         ]
         for spec in rule.thresholds:
+            limit = rule.config.shared.get(spec.key)
+            shared = f" (shared: [`{limit}`](#shared-limits-limits))" if limit else ""
             if isinstance(spec, ThresholdSpec):
                 values = ", ".join(f"{v:g}" for v in rule.t(spec.key).values)
                 kind = "ascending" if spec.ascending else "descending"
-                lines.append(f"| `{spec.key}` | {kind} | [{values}] | {spec.unit} | {_cell(spec.doc)} |")
+                lines.append(f"| `{spec.key}` | {kind} | [{values}]{shared} | {spec.unit} | {_cell(spec.doc)} |")
             elif isinstance(spec, ParamSpec):
-                lines.append(f"| `{spec.key}` | parameter | {rule.p(spec.key):g} | {spec.unit} | {_cell(spec.doc)} |")
+                lines.append(
+                    f"| `{spec.key}` | parameter | {rule.p(spec.key):g}{shared} | {spec.unit} | {_cell(spec.doc)} |"
+                )
         lines.append("")
+    return lines
+
+
+def _limits_section(table: ThresholdTable, rules: Sequence[Rule]) -> list[str]:
+    """Each ``[limits]`` value once, with the rule keys that refer to it."""
+    lines = ["## Shared limits (`[limits]`)", "", "| key | value | referred to by |", "|---|---|---|"]
+    for key, value in table.limits.items():
+        shown = f"[{', '.join(f'{v:g}' for v in value)}]" if isinstance(value, list) else f"{value:g}"
+        users = [
+            f"[{r.id}](#{r.id.lower()}).`{k}`" for r in rules for k, name in r.config.shared.items() if name == key
+        ]
+        lines.append(f"| `{key}` | {shown} | {', '.join(users)} |")
+    lines.append("")
     return lines
 
 
 def render() -> str:
     """The whole page, from the rules and the shipped thresholds."""
-    table = load_table(rule_specs(), use_env=False)
+    table = load_table(rule_specs())
     rules = get_rules(table=table, include_deprecated=True)
     lines = [_HEADER, "## Index", "", "| ID | name | phase | action | status | summary |", "|---|---|---|---|---|---|"]
     for rule in rules:
         lines.append(
-            f"| [{rule.id}](#{rule.id.lower()}) | `{rule.name}` | {rule.phase} | `{rule.action}` | {rule.status} "
+            f"| [{rule.id}](#{rule.id.lower()}) | `{rule.name}` | {rule.phase} | `{rule.action}` | {rule.rule_status} "
             f"| {_cell(rule.docs().summary)} |"
         )
     lines.append("")
@@ -85,6 +103,7 @@ def render() -> str:
     for key, thresholds in common.thresholds.items():
         lines.append(f"| `{key}` | [{', '.join(f'{v:g}' for v in thresholds.values)}] |")
     lines.append("")
+    lines += _limits_section(table, rules)
     for group, (prefix, phase) in GROUPS.items():
         members = [r for r in rules if r.group() == group]
         if not members:

@@ -53,7 +53,7 @@ class Recommendation:
     expected_gain: Gain | None
     confidence: float
     docs: str
-    status: str
+    rule_status: str
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,7 +72,7 @@ class Recommendation:
             "expected_gain": self.expected_gain.to_dict() if self.expected_gain else None,
             "confidence": round(self.confidence, 2),
             "docs": self.docs,
-            "status": self.status,
+            "rule_status": self.rule_status,
         }
         if self.details:
             out["details"] = dict(self.details)
@@ -194,7 +194,7 @@ def _recommend(rule: Rule, finding: Finding, severity: Severity, runtime: str | 
         expected_gain=finding.expected_gain,
         confidence=confidence,
         docs=docs_url(rule.id),
-        status=str(rule.status),
+        rule_status=str(rule.rule_status),
         details=finding.details,
     )
 
@@ -260,7 +260,7 @@ def advise(
             suppressed.append(Suppressed(rule.id, severity, "error: malformed finding"))
             continue
         threshold = rule.fails_verdict_at
-        if rule.status == Status.STABLE and threshold is not None and severity >= threshold:
+        if rule.rule_status == Status.STABLE and threshold is not None and severity >= threshold:
             fail = True
             verdict_reasons.append(f"{rule.id} {rule.name}: {finding.title}")
 
@@ -274,7 +274,7 @@ def advise(
             )
 
     recommendations.sort(key=lambda r: (-int(r.severity), -r.score, r.rule_id))
-    stable_moderate = [r for r in recommendations if r.status == Status.STABLE and r.severity >= Severity.MODERATE]
+    stable_moderate = [r for r in recommendations if r.rule_status == Status.STABLE and r.severity >= Severity.MODERATE]
     verdict: Verdict
     if fail:
         verdict = "fail"

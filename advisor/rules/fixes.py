@@ -1,4 +1,4 @@
-"""Fix texts per runtime, with the exact flag and variable names (FORMATS.md §8).
+"""Fix texts per runtime, with the exact flag and variable names (docs/formats.md §8).
 
 Each function returns ``{runtime: text}`` for the runtimes where the knob exists; ``other`` is the
 runtime-agnostic advice. Rules combine and extend them; the engine puts the run's own runtime first.

@@ -1,4 +1,4 @@
-"""One view of the serving configuration across runtimes (FORMATS.md §8).
+"""One view of the serving configuration across runtimes (docs/formats.md §8).
 
 ``setup.engine_args`` arrive spelled the way each runtime spells them (``max_num_batched_tokens``,
 ``--chunked-prefill-size``, ``OLLAMA_NUM_PARALLEL``, ``-np``). Rules reason about the *concept*

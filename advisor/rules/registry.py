@@ -9,23 +9,23 @@ and aliases unique, the ID prefix matching the group.
 from __future__ import annotations
 
 import importlib
-import os
 import pkgutil
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from advisor.errors import NotFound
 from advisor.rules.base import GROUPS, Rule
 from advisor.rules.config import (
     COMMON_SECTION,
-    ENV_THRESHOLDS_FILE,
     Spec,
     ThresholdSpec,
     ThresholdTable,
     load_table,
 )
 from advisor.rules.damping import COMMON_SPECS
+from advisor.settings import get_settings
 
 __all__ = [
     "DOCS_BASE_URL",
@@ -90,13 +90,14 @@ def rule_specs() -> dict[str, tuple[Spec, ...]]:
 
 
 @lru_cache(maxsize=4)
-def _table_for(env_value: str | None) -> ThresholdTable:
-    return load_table(rule_specs(), override_file=env_value, use_env=False)
+def _table_for(override_file: Path | None) -> ThresholdTable:
+    return load_table(rule_specs(), override_file=override_file)
 
 
 def thresholds_table() -> ThresholdTable:
-    """The defaults merged with ``ADVISOR_RULES_THRESHOLDS_FILE`` (cached per value of it)."""
-    return _table_for(os.environ.get(ENV_THRESHOLDS_FILE) or None)
+    """The defaults merged with the ``rules.thresholds_file`` setting
+    (``ADVISOR_RULES_THRESHOLDS_FILE``), cached per file."""
+    return _table_for(get_settings().rules.thresholds_file)
 
 
 @lru_cache(maxsize=8)
@@ -117,7 +118,7 @@ def get_rules(
     """
     rules = _instances(table if table is not None else thresholds_table())
     if not include_deprecated:
-        rules = tuple(r for r in rules if r.status != "deprecated")
+        rules = tuple(r for r in rules if r.rule_status != "deprecated")
     if select is not None:
         wanted = {s.strip() for s in select}
         rules = tuple(r for r in rules if wanted & {r.id, r.name, r.group(), *r.aliases})
@@ -165,7 +166,7 @@ def catalogue(*, table: ThresholdTable | None = None, rules: Sequence[Rule] | No
                 "phase": str(rule.phase),
                 "action": rule.action,
                 "actions": list(rule.all_actions),
-                "status": str(rule.status),
+                "rule_status": str(rule.rule_status),
                 "aliases": list(rule.aliases),
                 "supersedes": list(rule.supersedes),
                 "summary": docs.summary,

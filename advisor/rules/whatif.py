@@ -21,7 +21,6 @@ __all__ = [
     "HardwareOption",
     "decode_ratio",
     "hardware_options",
-    "prefill_ratio",
     "quant_spec",
     "reanalyse",
 ]
@@ -178,18 +177,6 @@ def decode_ratio(
 ) -> float | None:
     """Predicted per-stream decode of ``new`` ÷ that of the current setup (pass what changed)."""
     return _ratio(ctx, new, "decode_tok_s", "decode_ceiling_batch_tok_s", hardware=hardware, quant=quant, model=model)
-
-
-def prefill_ratio(
-    ctx: RunContext,
-    new: Roofline,
-    *,
-    hardware: HardwareSpec | None = None,
-    quant: QuantSpec | None = None,
-    model: ModelSpec | None = None,
-) -> float | None:
-    """Predicted prefill speed of ``new`` ÷ that of the current setup (pass what changed)."""
-    return _ratio(ctx, new, "prefill_tok_s", "prefill_ceiling_tok_s", hardware=hardware, quant=quant, model=model)
 
 
 def hardware_options(

@@ -10,7 +10,7 @@ quiet: nothing above ``low`` and a ``pass`` verdict.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -26,7 +26,9 @@ class Scenario:
     run: dict[str, Any]
     first: str | None = None  # action that must rank first
     top3: tuple[str, ...] = ()  # actions that must appear in the top three
-    verdict: str | None = None
+    #: The verdict the scenario implies: fail on a breached SLO or a failing rule, warn on a stable
+    #: moderate-or-worse finding, pass otherwise (DESIGN §4). Required: every scenario states it.
+    verdict: Literal["pass", "warn", "fail"] = field(kw_only=True)
     quiet: bool = False  # nothing above low
     slo: dict[str, float] | None = None
     baseline: list[dict[str, Any]] = field(default_factory=list)
@@ -141,6 +143,7 @@ SCENARIOS = [
             "metrics": {"decode_tok_s": 16.3, "ttft_ms": {"p50": 950, "p99": 1100}},
         },
         first="enable-prefix-caching",
+        verdict="warn",
     ),
     Scenario(
         "ollama_cold_model_load",
@@ -156,6 +159,7 @@ SCENARIOS = [
             "metrics": {"load_ms": 2400, "ttft_ms": {"mean": 2450}, "prefill_tok_s": 1200, "decode_tok_s": 165},
         },
         first="warm-up-model",
+        verdict="warn",
     ),
     Scenario(
         "ollama_default_parallelism_with_eight_users",
@@ -177,6 +181,7 @@ SCENARIOS = [
         },
         first="tune-runtime-parallelism",
         absent=("PRE005",),
+        verdict="warn",
     ),
     Scenario(
         "a10g_kv_pool_full_at_0_8_memory",
@@ -201,6 +206,7 @@ SCENARIOS = [
         },
         first="raise-gpu-memory-utilization",
         absent=("PRE005",),
+        verdict="warn",
     ),
     Scenario(
         "l4_preemptions_under_long_outputs",
@@ -227,6 +233,7 @@ SCENARIOS = [
             },
         },
         top3=("raise-gpu-memory-utilization",),
+        verdict="warn",
     ),
     Scenario(
         "a100_in_eager_mode",
@@ -238,6 +245,7 @@ SCENARIOS = [
         },
         first="fix-serving-stack",
         absent=("REG001", "DEC001"),
+        verdict="warn",
     ),
     Scenario(
         "long_context_rag_on_h100",
@@ -253,6 +261,7 @@ SCENARIOS = [
             "metrics": {"decode_tok_s": 29, "itl_ms": {"p50": 34, "p99": 60}, "ttft_ms": {"p50": 700, "p99": 1400}},
         },
         top3=("quantize-kv-cache",),
+        verdict="warn",
     ),
     Scenario(
         "llama_70b_q4_on_an_m2_ultra_is_out_of_bytes_to_shed",
@@ -268,6 +277,7 @@ SCENARIOS = [
             "metrics": {"decode_tok_s": 15, "prefill_tok_s": 90},
         },
         first="upgrade-bandwidth",
+        verdict="warn",
     ),
     Scenario(
         "a_16k_budget_stalls_streams",
@@ -305,6 +315,7 @@ SCENARIOS = [
             "metrics": {"decode_tok_s": 34, "itl_ms": {"p50": 27, "p99": 330}, "ttft_ms": {"p50": 520, "p99": 1400}},
         },
         first="enable-chunked-prefill",
+        verdict="warn",
     ),
     Scenario(
         "one_prefill_one_decode_gpu",
@@ -322,6 +333,7 @@ SCENARIOS = [
             "metrics": {"decode_tok_s": 180, "ttft_ms": {"p50": 60, "p99": 150}, "itl_ms": {"p50": 5.5, "p99": 9}},
         },
         first="avoid-disaggregation",
+        verdict="warn",
     ),
     Scenario(
         "regression_after_an_engine_upgrade",
@@ -365,6 +377,7 @@ SCENARIOS = [
             "metrics": {"decode_tok_s": 32, "ttft_ms": {"p50": 40, "p99": 55}, "prefix_cache_hit_rate": 0.99},
         },
         first="improve-measurement",
+        verdict="warn",
     ),
     Scenario(
         "a_4_bit_checkpoint_declared_as_bf16",
@@ -376,6 +389,7 @@ SCENARIOS = [
         },
         first="improve-measurement",
         absent=("DEC001", "DEC002", "REG001"),
+        verdict="warn",
     ),
     Scenario(
         "healthy_llamacpp_q4_on_a_4090_stays_quiet",
@@ -427,6 +441,7 @@ SCENARIOS = [
         },
         first="improve-measurement",
         absent=("DEC001", "DEC002"),
+        verdict="warn",
     ),
 ]
 
@@ -440,8 +455,7 @@ def test_scenario(scenario: Scenario) -> None:
         assert advice.recommendations[0].action == scenario.first, summary
     for action in scenario.top3:
         assert action in [r.action for r in advice.recommendations[:3]], summary
-    if scenario.verdict is not None:
-        assert advice.verdict == scenario.verdict, (advice.verdict_reasons, summary)
+    assert advice.verdict == scenario.verdict, (advice.verdict_reasons, summary)
     if scenario.quiet:
         assert all(r.severity <= Severity.LOW for r in advice.recommendations), summary
     for rule_id in scenario.absent:

@@ -4,7 +4,7 @@ from typing import ClassVar
 
 from advisor.physics import Roofline
 from advisor.rules import fixes, whatif
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -49,7 +49,6 @@ class KvPoolSaturated(Rule):
     name = "capacity.kv_pool_saturated"
     action = "raise-gpu-memory-utilization"
     actions: ClassVar[tuple[str, ...]] = ("quantize-kv-cache", "add-capacity")
-    phase = Phase.CAPACITY
     supersedes: ClassVar[tuple[str, ...]] = ("PRE005",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("usage", ascending=True, unit="ratio", doc="KV-cache usage (mean, else max)"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import fixes
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt, prefill_rate
@@ -33,7 +33,6 @@ class Preemptions(Rule):
     name = "capacity.preemptions"
     action = "raise-gpu-memory-utilization"
     actions: ClassVar[tuple[str, ...]] = ("reduce-max-num-seqs",)
-    phase = Phase.CAPACITY
     supersedes: ClassVar[tuple[str, ...]] = ("CAP001",)
     # Severity grades how often a request is evicted (each one a user-visible stall); the
     # throughput gain is a by-product, so it does not cap the severity.

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -40,7 +40,6 @@ class ConfiguredContextExceedsPool(Rule):
     name = "capacity.configured_context_exceeds_pool"
     action = "reduce-max-num-seqs"
     actions: ClassVar[tuple[str, ...]] = ("reduce-context",)
-    phase = Phase.CAPACITY
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "overcommit",

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import fixes, whatif
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -34,7 +34,6 @@ class ParallelismBelowConcurrency(Rule):
     id = "CFG001"
     name = "config.parallelism_below_concurrency"
     action = "tune-runtime-parallelism"
-    phase = Phase.CONFIG
     supersedes: ClassVar[tuple[str, ...]] = ("PRE005",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import fixes
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_cap
@@ -35,7 +35,6 @@ class ChunkedPrefillDisabled(Rule):
     id = "CFG002"
     name = "config.chunked_prefill_disabled"
     action = "enable-chunked-prefill"
-    phase = Phase.CONFIG
     # With chunking off, prompt stalls are the first explanation of stretched tails.
     supersedes: ClassVar[tuple[str, ...]] = ("SCH002",)
     thresholds: ClassVar[tuple[Spec, ...]] = (

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import whatif
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec
 from advisor.rules.context import RunContext
 from advisor.rules.severity import Severity
@@ -31,7 +31,6 @@ class KvQuantWithoutFlashAttention(Rule):
     id = "CFG003"
     name = "config.kv_quant_without_flash_attention"
     action = "fix-serving-stack"
-    phase = Phase.CONFIG
     # A binary misconfiguration: there is no measured value to grade, so no thresholds.
     thresholds: ClassVar[tuple[Spec, ...]] = ()
 

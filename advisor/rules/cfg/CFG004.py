@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -35,7 +35,6 @@ class ContextWindowTruncatesPrompt(Rule):
     id = "CFG004"
     name = "config.context_window_truncates_prompt"
     action = "fix-serving-stack"
-    phase = Phase.CONFIG
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("fill", ascending=True, unit="ratio", doc="(prompt + output) ÷ context window"),
         ParamSpec(

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import fixes, whatif
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import decode_efficiency, fmt, matter_cap
@@ -35,7 +35,6 @@ class NearCeilingWithWideWeights(Rule):
     id = "DEC001"
     name = "decode.near_ceiling_with_wide_weights"
     action = "quantize-weights"
-    phase = Phase.DECODE
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("efficiency", ascending=True, unit="ratio", doc="measured ÷ per-stream decode ceiling"),
         ThresholdSpec(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import decode_efficiency, fmt, matter_cap
@@ -35,7 +35,6 @@ class FarBelowCeiling(Rule):
     id = "DEC002"
     name = "decode.far_below_ceiling"
     action = "fix-serving-stack"
-    phase = Phase.DECODE
     supersedes: ClassVar[tuple[str, ...]] = ("REG001",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(

@@ -4,7 +4,7 @@ from typing import ClassVar
 
 from advisor.physics import kv_bytes, weights_read_per_step
 from advisor.rules import fixes, whatif
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt, matter_cap
@@ -37,7 +37,6 @@ class LongContextKvReads(Rule):
     name = "decode.long_context_kv_reads"
     action = "quantize-kv-cache"
     actions: ClassVar[tuple[str, ...]] = ("reduce-context",)
-    phase = Phase.DECODE
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("kv_share", ascending=True, unit="ratio", doc="KV bytes ÷ all bytes read per decode step"),
         ThresholdSpec(

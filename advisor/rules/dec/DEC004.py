@@ -5,7 +5,7 @@ from typing import ClassVar
 from advisor.errors import AdvisorError
 from advisor.physics import ModelSpec
 from advisor.rules import fixes, whatif
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import decode_efficiency, fmt, hw_label, matter_cap
@@ -38,7 +38,6 @@ class QuantizationExhausted(Rule):
     name = "decode.quantization_exhausted"
     action = "upgrade-bandwidth"
     actions: ClassVar[tuple[str, ...]] = ("smaller-model", "speculative-decoding")
-    phase = Phase.DECODE
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("efficiency", ascending=True, unit="ratio", doc="measured ÷ per-stream decode ceiling"),
         ThresholdSpec(

@@ -5,7 +5,7 @@ from typing import ClassVar
 from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec
 from advisor.rules import whatif
-from advisor.rules.base import Evidence, Finding, Phase, Rule, Status
+from advisor.rules.base import Evidence, Finding, Rule, Status
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_cap
@@ -37,8 +37,7 @@ class ComputeUpgradeWontHelpDecode(Rule):
     id = "DEC005"
     name = "decode.compute_upgrade_wont_help"
     action = "upgrade-bandwidth"
-    phase = Phase.DECODE
-    status = Status.PREVIEW
+    rule_status = Status.PREVIEW
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "compute_over_decode",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -33,7 +33,6 @@ class TooFewRequestsForP99(Rule):
     id = "MEAS001"
     name = "measurement.too_few_requests_for_p99"
     action = "improve-measurement"
-    phase = Phase.MEASUREMENT
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("requests", ascending=False, unit="requests", doc="completed requests behind the reported p99"),
     )

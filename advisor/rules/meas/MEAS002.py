@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -31,7 +31,6 @@ class ColdStartInSample(Rule):
     id = "MEAS002"
     name = "measurement.cold_start_in_sample"
     action = "improve-measurement"
-    phase = Phase.MEASUREMENT
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("max_over_p50", ascending=True, unit="ratio", doc="TTFT max ÷ p50"),
         ThresholdSpec(

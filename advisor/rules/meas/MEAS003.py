@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -35,7 +35,6 @@ class UnrealisticPrefixCacheHits(Rule):
     id = "MEAS003"
     name = "measurement.unrealistic_prefix_cache_hits"
     action = "improve-measurement"
-    phase = Phase.MEASUREMENT
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "ttft_over_floor",

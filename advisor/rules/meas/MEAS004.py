@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 
@@ -42,7 +42,6 @@ class MissingFieldsBlockDiagnosis(Rule):
     id = "MEAS004"
     name = "measurement.missing_fields"
     action = "improve-measurement"
-    phase = Phase.MEASUREMENT
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "blocked",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -33,7 +33,6 @@ class RequestsFailed(Rule):
     name = "measurement.requests_failed"
     action = "improve-measurement"
     actions: ClassVar[tuple[str, ...]] = ("add-capacity",)
-    phase = Phase.MEASUREMENT
     fails_verdict_at = Severity.CRITICAL
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("failed_share", ascending=True, unit="ratio", doc="failed ÷ (failed + completed) requests"),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import describe_setup, fmt
@@ -32,7 +32,6 @@ class FasterThanPhysics(Rule):
     id = "MEAS006"
     name = "measurement.faster_than_physics"
     action = "improve-measurement"
-    phase = Phase.MEASUREMENT
     supersedes: ClassVar[tuple[str, ...]] = ("DEC001", "DEC002", "DEC003", "DEC004", "REG001")
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("over_ceiling", ascending=True, unit="ratio", doc="measured ÷ per-stream decode ceiling"),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt, matter_cap, prefill_ms, prefill_work_ratio, ttft_typical
@@ -32,7 +32,6 @@ class LongPrompt(Rule):
     id = "PRE001"
     name = "prefill.long_prompt"
     action = "shorten-prompt"
-    phase = Phase.PREFILL
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("prompt_tokens", ascending=True, unit="tokens", doc="uncached prompt tokens per request"),
         ThresholdSpec(

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import fixes
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt, matter_cap, prefill_ms, prefill_work_ratio, ttft_typical
@@ -32,7 +32,6 @@ class RepeatedPrefixNotCached(Rule):
     id = "PRE002"
     name = "prefill.repeated_prefix_not_cached"
     action = "enable-prefix-caching"
-    phase = Phase.PREFILL
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("prefix_share", ascending=True, unit="ratio", doc="shared prefix ÷ prompt tokens"),
         ThresholdSpec(
@@ -57,6 +56,8 @@ class RepeatedPrefixNotCached(Rule):
         if not shared or not m.prompt_tokens or ttft is None:
             return None
         share = min(shared / m.prompt_tokens, 1.0)
+        if share <= 0:
+            return None  # a sub-token prefix on a long prompt: the share underflows to 0
         caching = ctx.engine.prefix_caching
         hit = ctx.run.metrics.prefix_cache_hit_rate
         if caching.value is True and caching.explicit is False and hit is None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt, matter_cap, prefill_ms, prefill_work_ratio, ttft_typical
@@ -33,7 +33,6 @@ class SharedPrefixMissesCache(Rule):
     id = "PRE003"
     name = "prefill.shared_prefix_misses_cache"
     action = "reorder-prompt-prefix"
-    phase = Phase.PREFILL
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "missed_share",
@@ -64,6 +63,8 @@ class SharedPrefixMissesCache(Rule):
         ):
             return None
         share = min(shared / m.prompt_tokens, 1.0)
+        if share <= 0:
+            return None  # a sub-token prefix on a long prompt: the share underflows to 0
         missed = max(0.0, 1.0 - hit / share)
         ttft_value, ttft_path = ttft
         severity = damp(

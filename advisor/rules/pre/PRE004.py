@@ -4,7 +4,7 @@ import math
 from typing import ClassVar
 
 from advisor.rules import fixes
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_ratio
@@ -41,7 +41,6 @@ class BatchedTokensBudgetSmall(Rule):
     id = "PRE004"
     name = "prefill.batched_tokens_budget_small"
     action = "raise-batched-tokens"
-    phase = Phase.PREFILL
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "chunks",

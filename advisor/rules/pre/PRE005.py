@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt, matter_cap, ttft_typical
@@ -31,7 +31,6 @@ class QueueBeforeModel(Rule):
     id = "PRE005"
     name = "prefill.queue_before_model"
     action = "add-capacity"
-    phase = Phase.PREFILL
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "waiting",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -32,7 +32,6 @@ class ColdLoadInTtft(Rule):
     id = "PRE006"
     name = "prefill.cold_load_in_ttft"
     action = "warm-up-model"
-    phase = Phase.PREFILL
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("load_share", ascending=True, unit="ratio", doc="load time ÷ TTFT"),
         ThresholdSpec("load_ms", ascending=True, unit="ms", doc="load time; a warm model loads in milliseconds"),

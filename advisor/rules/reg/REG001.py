@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import describe_setup, fmt, fmt_range, matter_cap
@@ -35,7 +35,6 @@ class DecodeBelowExpected(Rule):
     id = "REG001"
     name = "expectation.decode_below_expected"
     action = "fix-serving-stack"
-    phase = Phase.REGRESSION
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "ratio",

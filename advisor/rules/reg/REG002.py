@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule, Status
+from advisor.rules.base import Evidence, Finding, Gain, Rule, Status
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import describe_setup, fmt, fmt_range, matter_cap, ttft_typical
@@ -31,8 +31,7 @@ class PrefillBelowExpected(Rule):
     id = "REG002"
     name = "expectation.prefill_below_expected"
     action = "fix-serving-stack"
-    phase = Phase.REGRESSION
-    status = Status.PREVIEW
+    rule_status = Status.PREVIEW
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "ratio",

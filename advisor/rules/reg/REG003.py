@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import MetricBaseline, RunContext
 from advisor.rules.damping import sample_cap
@@ -33,7 +33,6 @@ class RegressedAgainstBaseline(Rule):
     id = "REG003"
     name = "regression.against_baseline"
     action = "investigate-regression"
-    phase = Phase.REGRESSION
     fails_verdict_at = Severity.MODERATE
     damp_by_gain = False  # the relative threshold already grades the size
     thresholds: ClassVar[tuple[Spec, ...]] = (

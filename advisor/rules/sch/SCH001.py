@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import fixes
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap
@@ -37,7 +37,6 @@ class PrefillInterference(Rule):
     id = "SCH001"
     name = "scheduling.prefill_interference"
     action = "lower-batched-tokens"
-    phase = Phase.SCHEDULING
     supersedes: ClassVar[tuple[str, ...]] = ("SCH002",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("tail_ratio", ascending=True, unit="ratio", doc="ITL (or TPOT) p99 ÷ p50"),

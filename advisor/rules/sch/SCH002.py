@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import fixes, whatif
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap
@@ -35,7 +35,6 @@ class TailLatencyUnderBatching(Rule):
     id = "SCH002"
     name = "scheduling.tail_latency_under_batching"
     action = "reduce-max-num-seqs"
-    phase = Phase.SCHEDULING
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("tail_ratio", ascending=True, unit="ratio", doc="ITL (or TPOT) p99 ÷ p50"),
         ThresholdSpec("p99_ms", ascending=True, unit="ms", doc="p99 that users feel as a stall (no ITL SLO)"),

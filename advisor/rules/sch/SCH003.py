@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules.base import Evidence, Finding, Gain, Phase, Rule, Status
+from advisor.rules.base import Evidence, Finding, Gain, Rule, Status
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap, slo_cap
@@ -35,8 +35,7 @@ class DisaggregationWorthwhile(Rule):
     id = "SCH003"
     name = "scheduling.disaggregation_worthwhile"
     action = "disaggregate-prefill-decode"
-    phase = Phase.SCHEDULING
-    status = Status.PREVIEW
+    rule_status = Status.PREVIEW
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("gpus", ascending=True, unit="devices", doc="accelerators in the deployment"),
         ThresholdSpec("tail_ratio", ascending=True, unit="ratio", doc="ITL p99 ÷ p50 left after chunked prefill"),

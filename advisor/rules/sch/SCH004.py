@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules import fixes
-from advisor.rules.base import Evidence, Finding, Phase, Rule
+from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
@@ -33,7 +33,6 @@ class DisaggregationOnSmallDeployment(Rule):
     id = "SCH004"
     name = "scheduling.disaggregation_on_small_deployment"
     action = "avoid-disaggregation"
-    phase = Phase.SCHEDULING
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("gpus", ascending=False, unit="devices", doc="accelerators in the deployment; fewer is worse"),
         ThresholdSpec("concurrency", ascending=False, unit="streams", doc="streams in flight; less load is worse"),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from advisor.physics import (
@@ -14,7 +12,6 @@ from advisor.physics import (
     analyse,
     attended_tokens_sum,
     decode_flops_per_token,
-    efficiency,
     kv_bytes,
     kv_bytes_per_token,
     kv_replication,
@@ -301,18 +298,6 @@ def test_moe_crossover_is_later_than_dense_estimate() -> None:
     dense_guess = (25.8e9 / 3350e9) / (2 * 12.9e9 / 989.5e12)
     assert roof.crossover_batch is not None and roof.crossover_batch > dense_guess
     assert roof.decode_ceiling_batch_tok_s < roof.decode_ceiling_tok_s
-
-
-@pytest.mark.parametrize(
-    ("measured", "ceiling", "expected"),
-    [(50.0, 100.0, 0.5), (0.0, 100.0, 0.0), (None, 100.0, None), (50.0, None, None), (50.0, 0.0, None)],
-)
-def test_efficiency(measured: float | None, ceiling: float | None, expected: float | None) -> None:
-    assert efficiency(measured, ceiling) == expected
-
-
-def test_efficiency_rejects_nan() -> None:
-    assert efficiency(math.nan, 100.0) is None
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 
 from advisor.canonical import SLO, CanonicalRun, decode_run
 from advisor.rules import build_baseline, build_context
-from advisor.rules.context import comparable, measure, normalise_kv_dtype
+from advisor.rules.context import baseline_key, baseline_point, comparable, measure, normalise_kv_dtype
 
 SETUP = {
     "runtime": "vllm",
@@ -186,3 +186,21 @@ def test_engine_upgrades_stay_comparable_other_changes_do_not() -> None:
     assert not comparable(a, run(deployment="other", setup=SETUP))
     assert not comparable(a, run(deployment="chat", workload={"prompt_tokens_mean": 1000}))
     assert comparable(a, run(deployment="chat", workload={"prompt_tokens_mean": 550}))
+
+
+def test_comparable_takes_runs_or_baseline_points() -> None:
+    a, b = run(deployment="chat"), run(deployment="chat", workload={"prompt_tokens_mean": 1000})
+    for x in (a, baseline_point(a), baseline_key(a)):
+        assert comparable(x, run(deployment="chat"))
+        assert not comparable(x, baseline_point(b))
+
+
+def test_the_baseline_leaves_out_runs_that_are_not_comparable() -> None:
+    current = run(deployment="chat", measured_at=T0.isoformat())
+    kept = history([100.0, 101.0, 102.0])
+    longer = history([10.0] * 3, workload={"prompt_tokens_mean": 2000})  # other traffic
+    quantised = history([10.0] * 3, setup={**SETUP, "quantization": "fp8"})  # other setup
+    base = build_baseline([*kept, *longer, *quantised], current=current)
+    assert base is not None and base.n == 3 and base.metrics["decode_tok_s"].median == 101.0
+    assert all(comparable(current, r) for r in kept)
+    assert not any(comparable(current, r) for r in (*longer, *quantised))

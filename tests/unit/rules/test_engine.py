@@ -70,7 +70,7 @@ def fake(
 
     Fake.action = action
     Fake.supersedes = supersedes  # type: ignore[misc]
-    Fake.status = status
+    Fake.rule_status = status
     Fake.fails_verdict_at = fails_at
     Fake.damp_by_gain = damp_by_gain
     return Fake(RuleConfig(rule_id), thresholds_table().common)

@@ -30,11 +30,11 @@ def test_catalogue_entries() -> None:
     entries = {e["rule_id"]: e for e in catalogue()}
     assert len(entries) == len(get_rules(include_deprecated=True))
     pre2 = entries["PRE002"]
-    assert pre2["action"] == "enable-prefix-caching" and pre2["phase"] == "prefill" and pre2["status"] == "stable"
+    assert pre2["action"] == "enable-prefix-caching" and pre2["phase"] == "prefill" and pre2["rule_status"] == "stable"
     assert pre2["why"] and pre2["fix"] and pre2["example"] and pre2["summary"]
     keys = {t["key"]: t for t in pre2["thresholds"]}
     assert keys["prefix_share"]["direction"] == "ascending" and len(keys["prefix_share"]["values"]) == 4
     assert entries["DEC003"]["actions"] == ["quantize-kv-cache", "reduce-context"]
     assert entries["DEC002"]["supersedes"] == ["REG001"]
     assert all(a in ACTIONS for e in entries.values() for a in e["actions"])
-    assert entries["SCH003"]["status"] == "preview"
+    assert entries["SCH003"]["rule_status"] == "preview"
