@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from advisor.errors import InvalidInput
+from advisor.errors import InvalidInput, invalid_from_msgspec
 
 __all__ = [
     "PERCENTILE_KEYS",
@@ -104,7 +104,7 @@ class Metrics(_Base):
     ``tpot_ms`` is per-request decode time per token excluding the first token; ``itl_ms`` is the
     pooled gap between tokens/chunks; ``e2e_per_token_ms`` is end-to-end latency divided by output
     tokens (guidellm ``time_per_output_token_ms``, llmperf ``inter_token_latency_s``), which includes
-    TTFT and must never be stored as ITL or TPOT (FORMATS.md §9.2).
+    TTFT and must never be stored as ITL or TPOT (docs/formats.md §9.2).
     """
 
     ttft_ms: Percentiles = msgspec.field(default_factory=Percentiles)
@@ -184,7 +184,7 @@ def decode_run(data: bytes | str | dict[str, Any]) -> CanonicalRun:
     try:
         run = msgspec.convert(data, CanonicalRun, strict=False) if isinstance(data, dict) else _DECODER.decode(data)
     except msgspec.ValidationError as exc:
-        raise InvalidInput(str(exc), field=_field_from_msgspec(str(exc))) from exc
+        raise invalid_from_msgspec(exc) from exc
     except msgspec.DecodeError as exc:
         raise InvalidInput(f"invalid JSON: {exc}", field="body") from exc
     validate_run(run)
@@ -195,14 +195,6 @@ def run_to_builtins(run: CanonicalRun) -> dict[str, Any]:
     """The run as plain JSON-compatible builtins, defaults omitted."""
     out: dict[str, Any] = msgspec.to_builtins(run)
     return out
-
-
-def _field_from_msgspec(message: str) -> str | None:
-    # msgspec reports "... - at `$.metrics.ttft_ms.p50`"; strip the JSONPath root.
-    marker = "at `$."
-    if marker in message:
-        return message.split(marker, 1)[1].rstrip("`")
-    return None
 
 
 _RATIO_FIELDS = ("kv_cache_usage_mean", "kv_cache_usage_max", "prefix_cache_hit_rate")

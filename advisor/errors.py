@@ -18,6 +18,7 @@ __all__ = [
     "NotFound",
     "UnknownName",
     "UnsupportedFormat",
+    "invalid_from_msgspec",
 ]
 
 
@@ -109,3 +110,18 @@ class NotFound(AdvisorError):
     status = 404
     title = "Not found"
     type_slug = "not-found"
+
+
+def invalid_from_msgspec(exc: Exception, *, prefix: str | None = None, default: str | None = None) -> InvalidInput:
+    """A msgspec ``ValidationError`` as :class:`InvalidInput` naming the field it reports.
+
+    msgspec says "... - at `$.metrics.ttft_ms.p50`"; the field is that path without the JSONPath
+    root, under ``prefix`` when given ("query.gpu_count"), else ``default`` (or ``prefix``) when the
+    message names no path.
+    """
+    message = str(exc)
+    marker = "at `$."
+    path = message.split(marker, 1)[1].rstrip("`") if marker in message else None
+    if path is None:
+        return InvalidInput(message, field=default if default is not None else prefix)
+    return InvalidInput(message, field=f"{prefix}.{path}" if prefix else path)

@@ -8,7 +8,6 @@ matches.
 
 from __future__ import annotations
 
-from advisor.catalog.catalog import KV_CACHE_DTYPE_ALIASES, Catalog, OllamaFamily, catalog_records
 from advisor.catalog.inline import (
     HARDWARE_KINDS,
     hardware_from_dict,
@@ -17,12 +16,14 @@ from advisor.catalog.inline import (
     model_from_hf_config,
     quant_from_dict,
 )
+from advisor.catalog.lookup import KV_CACHE_DTYPE_ALIASES, Catalog, OllamaFamily, ResolvedSetup, catalog_records
 
 __all__ = [
     "HARDWARE_KINDS",
     "KV_CACHE_DTYPE_ALIASES",
     "Catalog",
     "OllamaFamily",
+    "ResolvedSetup",
     "catalog_records",
     "hardware_from_dict",
     "is_hf_config",

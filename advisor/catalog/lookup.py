@@ -15,7 +15,7 @@ import functools
 import io
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
@@ -37,10 +37,10 @@ from advisor.catalog.normalise import (
     strip_memory,
     strip_parenthetical,
 )
-from advisor.errors import Conflict, InvalidInput, NotFound, UnknownName
+from advisor.errors import AdvisorError, Conflict, InvalidInput, NotFound, UnknownName
 from advisor.physics import KV_BYTES_PER_ELEMENT, HardwareSpec, ModelSpec, QuantSpec
 
-__all__ = ["KV_CACHE_DTYPE_ALIASES", "Catalog", "OllamaFamily", "catalog_records"]
+__all__ = ["KV_CACHE_DTYPE_ALIASES", "Catalog", "OllamaFamily", "ResolvedSetup", "catalog_records"]
 
 #: Spellings of KV-cache dtypes (vLLM ``--kv-cache-dtype``, SGLang, llama.cpp ``-ctk``/``type_k``)
 #: mapped to the keys of :data:`advisor.physics.KV_BYTES_PER_ELEMENT`.
@@ -81,6 +81,41 @@ _QUANTISH = re.compile(r"^(?:i?q\d.*|f16|bf16|f32|fp\d+.*|int\d+|w\d+a\d+.*|nf4|
 _GENERIC_QUANT_TOKENS = frozenset({"int4", "int8", "w4a16", "fp16", "bf16"})
 _LLAMA_BENCH = re.compile(r"^(?P<arch>[a-z0-9][\w.\-]*) (?P<size>[0-9.?]+[bm](?:\.a[0-9.]+b)?) (?P<ftype>.+)$")
 _MAX_MATCHES = 5
+
+
+_MEMO_SIZE = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Unknown:
+    matches: tuple[str, ...]
+
+    def __init__(self, matches: Sequence[str]) -> None:
+        object.__setattr__(self, "matches", tuple(matches))
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSetup:
+    """What a run's hardware, model and quantization names mean in the catalog.
+
+    ``quantization`` is ``implied_quantization`` (what the model name says) when the run names
+    none. ``unresolved`` maps each kind that did not resolve to why (not given, or the catalog's
+    message), for the analysis to report as a missing field.
+    """
+
+    hardware: HardwareSpec | None
+    model: ModelSpec | None
+    quantization: QuantSpec | None
+    implied_quantization: QuantSpec | None = None
+    unresolved: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (
+            self.quantization is None
+            and self.implied_quantization is not None
+            and "quantization" not in self.unresolved
+        ):
+            object.__setattr__(self, "quantization", self.implied_quantization)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +197,10 @@ class Catalog:
         self._model_index = _Index()
         self._quant_index = _Index()
         self._build_indexes()
+        # Names resolved so far (the catalog is immutable, so answers never go stale): a bulk request
+        # naming one device ten thousand times resolves it once. Unknown names are remembered as the
+        # matches to report, so that the near-match search is not repeated either.
+        self._memo: dict[tuple[str, str], Any] = {}
 
     # ------------------------------------------------------------------ construction
 
@@ -409,11 +448,69 @@ class Catalog:
                 )
         return out
 
+    # ------------------------------------------------------------------ resolution
+
+    def _memoised(self, kind: str, value: Any, field_prefix: str, resolve: Callable[[Any, str], Any]) -> Any:
+        """``resolve(value, field_prefix)``, remembered per name. Inline spec objects are built anew
+        each time (they are cheap and not hashable); the error's field is always the caller's."""
+        if not isinstance(value, str):
+            return resolve(value, field_prefix)
+        key = (kind, value)
+        known = self._memo.get(key)
+        if known is None:
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            try:
+                known = resolve(value, field_prefix)
+            except UnknownName as exc:
+                known = _Unknown(exc.matches)
+            self._memo[key] = known
+        if isinstance(known, _Unknown):
+            raise UnknownName(kind, value, list(known.matches), field=field_prefix)
+        return known
+
+    def resolve_setup(self, setup: Any) -> ResolvedSetup:
+        """The specs a run's setup names, never raising: what does not resolve is reported in
+        ``unresolved`` (kind → why) for the analysis to say what it blocks. A quantization the
+        model name implies ("…-AWQ", "llama3.1:8b-instruct-q8_0") stands in for a missing one."""
+        specs: dict[str, Any] = {}
+        unresolved: dict[str, str] = {}
+        implied: QuantSpec | None = None
+        resolvers: tuple[tuple[str, Callable[..., Any]], ...] = (
+            ("hardware", self.resolve_hardware),
+            ("model", self.resolve_model),
+            ("quantization", self.resolve_quantization),
+        )
+        for kind, resolve in resolvers:
+            value = getattr(setup, kind)
+            specs[kind] = None
+            if value is None or (isinstance(value, str) and not value.strip()):
+                if kind != "quantization" or implied is None:
+                    unresolved[kind] = f"no {kind} given"
+                continue
+            try:
+                spec: Any = resolve(value, field_prefix=f"setup.{kind}")
+            except AdvisorError as exc:
+                unresolved[kind] = exc.detail
+                continue
+            except (ValueError, KeyError, LookupError, TypeError) as exc:
+                unresolved[kind] = str(exc)
+                continue
+            if kind == "model":
+                spec, implied = spec
+            specs[kind] = spec
+        quant = specs["quantization"] if specs["quantization"] is not None or "quantization" in unresolved else implied
+        return ResolvedSetup(specs["hardware"], specs["model"], quant, implied, unresolved)
+
     # ------------------------------------------------------------------ hardware
 
     def resolve_hardware(self, value: str | Mapping[str, Any], *, field_prefix: str = "hardware") -> HardwareSpec:
         """A device from an id, an alias (nvidia-smi, vendor or llama-bench name) or an inline
         spec object. Unknown or ambiguous names raise :class:`UnknownName` with suggestions."""
+        found: HardwareSpec = self._memoised("hardware", value, field_prefix, self._resolve_hardware)
+        return found
+
+    def _resolve_hardware(self, value: str | Mapping[str, Any], field_prefix: str) -> HardwareSpec:
         if isinstance(value, Mapping):
             return hardware_from_dict(value, field_prefix=field_prefix)
         if not isinstance(value, str) or not value.strip():
@@ -490,6 +587,10 @@ class Catalog:
     def resolve_quantization(self, value: str | Mapping[str, Any], *, field_prefix: str = "quantization") -> QuantSpec:
         """A weight format from an id, a spelling (``bf16``, ``FP8-dynamic``, ``Q4_K_M``, ``awq``,
         llama-bench's ``Q4_K - Medium``, ...) or ``{"bits_per_weight": ...}``."""
+        found: QuantSpec = self._memoised("quantization", value, field_prefix, self._resolve_quantization)
+        return found
+
+    def _resolve_quantization(self, value: str | Mapping[str, Any], field_prefix: str) -> QuantSpec:
         if isinstance(value, Mapping):
             return quant_from_dict(value, field_prefix=field_prefix)
         if not isinstance(value, str) or not value.strip():
@@ -532,6 +633,10 @@ class Catalog:
         ``qwen2.5:7b-instruct-q8_0``), llama-bench ``model_type`` strings (``llama 8B Q4_K -
         Medium``), inline spec objects and Hugging Face ``config.json`` bodies.
         """
+        found: tuple[ModelSpec, QuantSpec | None] = self._memoised("model", value, field_prefix, self._resolve_model)
+        return found
+
+    def _resolve_model(self, value: str | Mapping[str, Any], field_prefix: str) -> tuple[ModelSpec, QuantSpec | None]:
         if isinstance(value, Mapping):
             spec = model_from_dict(value, field_prefix=field_prefix)
             implied = self._quant_from_hf_config(value) if is_hf_config(value) else None

@@ -3,7 +3,7 @@
 Matching is by *key*: a lower-cased string with the characters people spell differently removed.
 The rules are deliberately narrow so that two different devices or models never share a key by
 accident; everything looser (vendor prefixes, parenthetical suffixes, memory sizes) is a separate,
-explicit step in :mod:`advisor.catalog.catalog` that can be checked against the entry it lands on.
+explicit step in :mod:`advisor.catalog.lookup` that can be checked against the entry it lands on.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Group commit: the submissions that arrive together are written together.
+"""Batching of writes: group commit across requests, and SQLite's writer thread.
+
+Group commit: the submissions that arrive together are written together.
 
 Under load, most of the cost of storing one small run is per statement and per commit (statement
 compilation, driver round trips, the fsync), not per row. A :class:`GroupCommitter` queues the
@@ -9,19 +11,35 @@ one commit, and an idle one writes each at once (no timer, no added latency).
 The writer answers per item, in order: a result, or an exception that concerns that item alone. If
 the batch as a whole fails, every item is retried alone, so one bad or racing submission can only
 fail itself. This is hand-written because neither SQLAlchemy nor Litestar batches across requests.
+
+SQLite's writer: :func:`on_connection` runs a synchronous function of a Connection (a batch's Core
+statements) in one hand-off to a thread that owns a pysqlite connection to the same file, instead
+of aiosqlite's four hand-offs per statement; on Postgres it runs in the session's transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar, cast
 
-__all__ = ["GroupCommitter"]
+import msgspec
+from sqlalchemy import Connection, event
+from sqlalchemy import create_engine as sa_create_engine
+from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from advisor.db.config import SQLITE_TIMEOUTS, json_dumps, sqlite_pragmas
+from advisor.settings import DatabaseSettings
+
+__all__ = ["GroupCommitter", "SqliteWriter", "on_connection", "sqlite_writer", "writer_lock"]
 
 J = TypeVar("J")
 R = TypeVar("R")
+T = TypeVar("T")
 
 BatchWriter = Callable[[list[J]], Awaitable[list[R | Exception]]]
 
@@ -88,3 +106,83 @@ def _settle(future: asyncio.Future[R], outcome: R | Exception) -> None:
         future.set_exception(outcome)
     else:
         future.set_result(outcome)
+
+
+class SqliteWriter:
+    """A synchronous pysqlite engine on the same file as an async SQLite engine, used from one
+    dedicated thread: a batch of Core statements then costs one hand-off to that thread instead of
+    aiosqlite's four per statement (see :mod:`advisor.domain.runs.store`)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        timeout = SQLITE_TIMEOUTS.get(engine.sync_engine, DatabaseSettings().sqlite_busy_timeout_ms)
+        self.engine = sa_create_engine(
+            engine.url.set(drivername="sqlite+pysqlite"),
+            json_serializer=json_dumps,
+            json_deserializer=msgspec.json.decode,
+            connect_args={"timeout": timeout / 1000, "check_same_thread": False},
+            pool_size=1,
+            max_overflow=0,
+        )
+        event.listen(self.engine, "connect", lambda conn, rec: sqlite_pragmas(conn, rec, timeout))
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="advisor-sqlite-writer")
+        weakref.finalize(self, _close_writer, self.engine, self._thread)
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        """``fn(connection)`` in one transaction on the writer thread; committed when it returns."""
+
+        def call() -> T:
+            with self.engine.begin() as connection:
+                return fn(connection)
+
+        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
+
+
+def _close_writer(engine: Engine, thread: ThreadPoolExecutor) -> None:
+    thread.shutdown(wait=False)
+    engine.dispose()
+
+
+_WRITERS: weakref.WeakKeyDictionary[Engine, SqliteWriter] = weakref.WeakKeyDictionary()
+
+
+def sqlite_writer(engine: AsyncEngine) -> SqliteWriter:
+    """The process's :class:`SqliteWriter` for this SQLite engine."""
+    writer = _WRITERS.get(engine.sync_engine)
+    if writer is None:
+        writer = _WRITERS[engine.sync_engine] = SqliteWriter(engine)
+    return writer
+
+
+def _uses_writer_thread(engine: object) -> bool:
+    return (
+        isinstance(engine, AsyncEngine)
+        and engine.dialect.name == "sqlite"
+        and engine.url.database not in (None, "", ":memory:")  # another connection would not see it
+    )
+
+
+async def on_connection(session: AsyncSession, fn: Callable[[Connection], T]) -> T:
+    """``fn(connection)``: on SQLite in one hand-off to the writer thread (its own transaction,
+    committed), on Postgres (and in-memory SQLite) in the session's transaction (the caller commits)."""
+    if _uses_writer_thread(session.bind):
+        return await sqlite_writer(cast("AsyncEngine", session.bind)).run(fn)
+    connection = await session.connection()
+    return await connection.run_sync(fn)
+
+
+_SQLITE_WRITER_LOCK = asyncio.Lock()
+
+
+@contextlib.asynccontextmanager
+async def writer_lock(session: AsyncSession) -> AsyncIterator[None]:
+    """Serialise this process's write transactions on SQLite.
+
+    SQLite admits one writer at a time and makes the others poll with growing sleeps (busy_timeout),
+    which wrecks throughput under concurrent requests; queueing writers on an asyncio lock instead
+    costs nothing. Postgres has row-level locking and needs no such thing.
+    """
+    if session.bind.dialect.name != "sqlite":
+        yield
+        return
+    async with _SQLITE_WRITER_LOCK:
+        yield

@@ -19,6 +19,11 @@ Only :mod:`advisor.physics` and :mod:`advisor.catalog` are imported.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from advisor.catalog import Catalog
+
 import csv
 import functools
 import io
@@ -193,7 +198,7 @@ def hardware_group(name: str, lookup: Callable[[str], HardwareSpec | None] | Non
     return bare.lower()
 
 
-def catalog_hardware_lookup(catalog: Any) -> Callable[[str], HardwareSpec | None]:
+def catalog_hardware_lookup(catalog: Catalog) -> Callable[[str], HardwareSpec | None]:
     """``name → HardwareSpec | None`` through ``catalog.resolve_hardware`` (never raises)."""
     from advisor.errors import AdvisorError
 
@@ -224,7 +229,7 @@ MODEL_SHAPES: dict[str, ModelSpec] = {
 }
 
 
-def catalog_model_shape(catalog: Any) -> Callable[[str], ModelSpec | None]:
+def catalog_model_shape(catalog: Catalog) -> Callable[[str], ModelSpec | None]:
     """``public_runs.csv`` model name → a spec with layer/head shapes (None: counts only)."""
     from advisor.errors import AdvisorError
 
@@ -484,7 +489,7 @@ class FleetCell:
     itl_p99_ms: float | None = None
 
 
-def _kv_dtype(catalog: Any, value: str | None) -> str:
+def _kv_dtype(catalog: Catalog, value: str | None) -> str:
     try:
         resolved = catalog.resolve_kv_cache_dtype(value)
     except Exception:  # an unknown spelling counts as the model's 16-bit dtype, as in the rules
@@ -493,7 +498,7 @@ def _kv_dtype(catalog: Any, value: str | None) -> str:
 
 
 def iter_fleet_observations(
-    cells: Iterable[FleetCell], catalog: Any, *, on_skip: Callable[[FleetCell], None] | None = None
+    cells: Iterable[FleetCell], catalog: Catalog, *, on_skip: Callable[[FleetCell], None] | None = None
 ) -> Iterator[Observation]:
     """Observations from fleet cells, one cell at a time (see :func:`fleet_observations`).
 
@@ -569,7 +574,7 @@ def iter_fleet_observations(
             )
 
 
-def fleet_observations(cells: Iterable[FleetCell], catalog: Any) -> tuple[list[Observation], int]:
+def fleet_observations(cells: Iterable[FleetCell], catalog: Catalog) -> tuple[list[Observation], int]:
     """Observations from fleet cells and how many cells were skipped.
 
     A cell is skipped when its hardware, model or quantization id no longer resolves, or the
@@ -581,7 +586,7 @@ def fleet_observations(cells: Iterable[FleetCell], catalog: Any) -> tuple[list[O
     return observations, len(skipped)
 
 
-def public_dataset(catalog: Any) -> list[Observation]:
+def public_dataset(catalog: Catalog) -> list[Observation]:
     """Every observation of the shipped published runs, shaped and grouped through ``catalog``."""
     lookup = catalog_hardware_lookup(catalog)
     return observations_from_public(

@@ -44,6 +44,6 @@ def test_openapi_documents_the_raw_body_endpoints(client: Any) -> None:
     spec = client.get("/schema/openapi.json").json()
     submit = spec["paths"]["/api/v1/runs"]["post"]
     assert {"application/json", "text/plain", "application/octet-stream"} <= set(submit["requestBody"]["content"])
-    assert submit["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("RunResultDoc")
+    assert submit["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("RunResult")
     assert "application/x-ndjson" in spec["paths"]["/api/v1/runs/bulk"]["post"]["requestBody"]["content"]
     assert "requestBody" in spec["paths"]["/api/v1/advise"]["post"]

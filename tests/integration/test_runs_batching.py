@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from litestar import Litestar
 
-from advisor.domain.runs.ingestion import _committer
+from advisor.domain.runs.pipeline import _committer
 from advisor.server import create_app
 from advisor.settings import Settings
 from tests.integration.test_runs_api import CANONICAL, _counts
@@ -134,20 +134,18 @@ async def test_an_in_memory_sqlite_database_is_written_through_its_own_connectio
 
     from advisor.db.config import create_engine
     from advisor.db.models import Run
-    from advisor.domain.runs.ingestion import IngestionService
-    from advisor.domain.runs.submission import parse_submission
+    from advisor.domain.runs.pipeline import RunPipeline
+    from advisor.domain.runs.submission import SubmissionRequest
     from advisor.settings import DatabaseSettings
 
     engine = create_engine(DatabaseSettings(url="sqlite+aiosqlite:///:memory:"))
     try:
         async with engine.begin() as connection:
             await connection.run_sync(metadata_registry.get(None).create_all)
-        parsed = parse_submission(
-            _run(1), content_type="application/json", format_id="auto", query_context={}, header_context={}
-        )
+        request = SubmissionRequest(_run(1), "application/json", "auto", ())
         async with async_sessionmaker(engine, expire_on_commit=False)() as session:
-            (result,) = await IngestionService(session).submit(parsed)
-            assert result.created
+            (outcome,) = await RunPipeline(session).submit(request)
+            assert outcome.created
             assert (await session.execute(select(func.count(Run.id)))).scalar_one() == 1
     finally:
         await engine.dispose()

@@ -5,9 +5,9 @@ from typing import Annotated, Any
 from litestar import Controller, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, PathParameter
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.domain.catalog.services import KINDS, CatalogService
+from advisor.domain.providers import session_service
 from advisor.errors import NotFound
 
 KindParam = Annotated[str, PathParameter(description="hardware, models or quantizations")]
@@ -22,18 +22,18 @@ def _kind(kind: str) -> str:
 class CatalogController(Controller):
     path = "/catalog"
     tags = ("catalog",)
+    dependencies = {"catalogs": session_service(CatalogService)}
 
     @get("/{kind:str}", summary="List a catalog (hardware, models, quantizations) with aliases")
-    async def list_entries(self, db_session: NamedDependency[AsyncSession], kind: KindParam) -> list[dict[str, Any]]:
-        service = CatalogService(db_session)
-        return service.listing(await service.current(), _kind(kind))
+    async def list_entries(self, catalogs: NamedDependency[CatalogService], kind: KindParam) -> list[dict[str, Any]]:
+        return catalogs.listing(await catalogs.current(), _kind(kind))
 
     @get("/{kind:str}/{entry_id:path}", summary="One catalog entry by id or alias (Hugging Face ids contain '/')")
     async def get_entry(
-        self, db_session: NamedDependency[AsyncSession], kind: KindParam, entry_id: FromPath[str]
+        self, catalogs: NamedDependency[CatalogService], kind: KindParam, entry_id: FromPath[str]
     ) -> dict[str, Any]:
         entry_id = entry_id.lstrip("/")  # Litestar's path parameters keep the leading slash
-        service = CatalogService(db_session)
+        service = catalogs
         catalog = await service.current()
         kind = _kind(kind)
         if kind == "hardware":
@@ -50,6 +50,6 @@ class CatalogController(Controller):
         opt={"role": "admin"},
     )
     async def add_entry(
-        self, db_session: NamedDependency[AsyncSession], kind: KindParam, data: JSONBody[dict[str, Any]]
+        self, catalogs: NamedDependency[CatalogService], kind: KindParam, data: JSONBody[dict[str, Any]]
     ) -> dict[str, Any]:
-        return await CatalogService(db_session).add(_kind(kind), data)
+        return await catalogs.add(_kind(kind), data)

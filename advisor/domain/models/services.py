@@ -12,6 +12,11 @@ storing skops artifacts, activation and rollback.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from advisor.catalog import Catalog
+
 import asyncio
 import itertools
 import math
@@ -272,7 +277,7 @@ def _float(value: Any) -> float | None:
 
 
 def train_model(
-    cells: Sequence[FleetCell], catalog: Any, *, include_public: bool, cv: bool, progress: Progress | None
+    cells: Sequence[FleetCell], catalog: Catalog, *, include_public: bool, cv: bool, progress: Progress | None
 ) -> tuple[Any, dict[str, Any]]:
     """Observations and a fit, in the calling thread (CPU-bound: run it off the event loop).
 

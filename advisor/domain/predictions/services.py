@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.canonical import Setup, Workload
-from advisor.domain.predictions.schemas import Band, HardwareRanking, PredictOut
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from advisor.canonical import RUNTIMES, Setup, Workload
+from advisor.catalog import Catalog
+from advisor.domain.catalog.services import CatalogService
+from advisor.domain.models.provider import expectations_fn_for
+from advisor.domain.predictions.schemas import Band, HardwareRanking, PredictIn, PredictOut
 from advisor.errors import InvalidInput
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
 
-__all__ = ["predict", "rank_hardware"]
+__all__ = ["PredictionService", "predict", "rank_hardware"]
 
 
 def _band(ceiling: float | None, band: Any) -> Band:
@@ -26,7 +31,7 @@ def _int(value: float | None, default: int) -> int:
     return round(value) if value is not None else default
 
 
-def _resolve(catalog: Any, setup: Setup) -> tuple[HardwareSpec, ModelSpec, QuantSpec, list[str]]:
+def _resolve(catalog: Catalog, setup: Setup) -> tuple[HardwareSpec, ModelSpec, QuantSpec, list[str]]:
     notes: list[str] = []
     if setup.hardware is None:
         raise InvalidInput("required: a catalog id, an alias or an inline spec", field="setup.hardware")
@@ -62,7 +67,7 @@ def _roofline(hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup
     )
 
 
-def predict(catalog: Any, setup: Setup, workload: Workload, expectations_fn: Any) -> PredictOut:
+def predict(catalog: Catalog, setup: Setup, workload: Workload, expectations_fn: Any) -> PredictOut:
     hw, model, quant, notes = _resolve(catalog, setup)
     roofline = _roofline(hw, model, quant, setup, workload)
     exp = expectations_fn(roofline, runtime=setup.runtime, hardware_kind=hw.kind, hardware=hw, model=model, quant=quant)
@@ -101,7 +106,7 @@ def predict(catalog: Any, setup: Setup, workload: Workload, expectations_fn: Any
 
 
 def rank_hardware(
-    catalog: Any,
+    catalog: Catalog,
     *,
     model: str,
     quantization: str | None,
@@ -150,3 +155,20 @@ def rank_hardware(
         )
         for i, (hw, roofline, exp) in enumerate(rows, start=1)
     ]
+
+
+class PredictionService:
+    """What-if predictions against the catalog and the expectation function in force."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def predict(self, data: PredictIn) -> PredictOut:
+        if data.setup.runtime is not None and data.setup.runtime not in RUNTIMES:
+            raise InvalidInput(f"unknown runtime {data.setup.runtime!r}", field="setup.runtime")
+        catalog = await CatalogService(session=self.session).current()
+        return predict(catalog, data.setup, data.workload, await expectations_fn_for(self.session))
+
+    async def rank_hardware(self, **query: Any) -> list[HardwareRanking]:
+        catalog = await CatalogService(session=self.session).current()
+        return rank_hardware(catalog, **query, expectations_fn=await expectations_fn_for(self.session))

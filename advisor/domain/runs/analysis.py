@@ -1,6 +1,7 @@
-"""The analysis of one run: physics, expectations and the rules engine, around a frozen RunContext.
+"""Analysis: a resolved run → physics, expectations and the ranked findings of the rules engine.
 
-Pure given its inputs (the database work — SLOs and the baseline — happens in the caller).
+Pure given its inputs: the SLO and the baseline are read by the caller, and the run's names arrive
+already resolved to catalog specs (:mod:`advisor.domain.runs.resolution`).
 """
 
 from __future__ import annotations
@@ -10,16 +11,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.canonical import SLO, CanonicalRun
+from advisor.catalog import Catalog
+from advisor.domain.runs.resolution import ResolvedRun
 from advisor.rules.context import BaselinePoint, ExpectationsFn, build_context
+from advisor.rules.engine import Recommendation as RankedFinding
 from advisor.rules.engine import advise
 
-__all__ = ["Analysis", "analyse"]
+__all__ = ["RunAnalysis", "analyse_run"]
 
 
-@dataclass(frozen=True)
-class Analysis:
+@dataclass(frozen=True, slots=True)
+class RunAnalysis:
     verdict: str
-    recommendations: list[dict[str, Any]]
+    recommendations: tuple[RankedFinding, ...]
     expectations: dict[str, Any]
     efficiency: dict[str, float | None]
     details: dict[str, Any] = field(default_factory=dict)
@@ -34,50 +38,57 @@ class Analysis:
         }
 
 
-def analyse(
-    run: CanonicalRun,
+def analyse_run(
+    resolved: ResolvedRun,
     *,
     slo: SLO | None,
     baseline: Sequence[CanonicalRun | BaselinePoint],
-    catalog: Any,
+    catalog: Catalog,
     expectations_fn: ExpectationsFn | None = None,
-) -> Analysis:
-    ctx = build_context(run, catalog=catalog, slo=slo, baseline_runs=baseline, expectations_fn=expectations_fn)
-    advice = advise(ctx).to_dict()
+) -> RunAnalysis:
+    ctx = build_context(
+        resolved.run,
+        catalog=catalog,
+        slo=slo,
+        baseline_runs=baseline,
+        expectations_fn=expectations_fn,
+        resolved=resolved.specs,
+    )
+    advice = advise(ctx)
     roofline = ctx.roofline
     measured = ctx.measured
     efficiency: dict[str, float | None] = {"decode": None, "prefill": None}
-    physics: dict[str, Any] = {}
+    expectations = advice.expectations.to_dict() if advice.expectations is not None else {}
     if roofline is not None:
-        decode = getattr(measured, "decode_tok_s", None)
-        prefill = getattr(measured, "prefill_tok_s", None)
+        decode = measured.decode_tok_s
+        prefill = measured.prefill_tok_s
         ceiling = roofline.decode_ceiling_batch_tok_s or roofline.decode_ceiling_tok_s
         if decode and ceiling:
             efficiency["decode"] = round(decode / ceiling, 4)
         if prefill and roofline.prefill_ceiling_tok_s:
             efficiency["prefill"] = round(prefill / roofline.prefill_ceiling_tok_s, 4)
-        physics = {
-            "decode_ceiling_tok_s": roofline.decode_ceiling_tok_s,
-            "decode_ceiling_batch_tok_s": roofline.decode_ceiling_batch_tok_s,
-            "prefill_ceiling_tok_s": roofline.prefill_ceiling_tok_s,
-            "ttft_floor_ms": roofline.ttft_floor_ms,
-            "decode_bound": roofline.decode_bound,
-            "kv_pool_tokens": roofline.kv_pool_tokens,
-            "max_concurrent_sequences": roofline.max_concurrent_sequences,
-            "weight_bytes": roofline.weight_bytes,
-            "kv_bytes_per_token": roofline.kv_bytes_per_token,
-        }
-    expectations = dict(advice.get("expectations") or {})
-    if physics:
-        expectations.setdefault("physics", physics)
-    return Analysis(
-        verdict=str(advice["verdict"]),
-        recommendations=list(advice["recommendations"]),
+        expectations.setdefault(
+            "physics",
+            {
+                "decode_ceiling_tok_s": roofline.decode_ceiling_tok_s,
+                "decode_ceiling_batch_tok_s": roofline.decode_ceiling_batch_tok_s,
+                "prefill_ceiling_tok_s": roofline.prefill_ceiling_tok_s,
+                "ttft_floor_ms": roofline.ttft_floor_ms,
+                "decode_bound": roofline.decode_bound,
+                "kv_pool_tokens": roofline.kv_pool_tokens,
+                "max_concurrent_sequences": roofline.max_concurrent_sequences,
+                "weight_bytes": roofline.weight_bytes,
+                "kv_bytes_per_token": roofline.kv_bytes_per_token,
+            },
+        )
+    return RunAnalysis(
+        verdict=advice.verdict,
+        recommendations=advice.recommendations,
         expectations=expectations,
         efficiency=efficiency,
         details={
-            "verdict_reasons": advice.get("verdict_reasons", []),
-            "slo": advice.get("slo", []),
-            "missing": advice.get("missing", []),
+            "verdict_reasons": list(advice.verdict_reasons),
+            "slo": [s.to_dict() for s in advice.slo],
+            "missing": [m.to_dict() for m in advice.missing],
         },
     )

@@ -1,31 +1,29 @@
-"""Thin HTTP handlers for runs, advice and recommendations."""
+"""Thin HTTP handlers for runs and advice: each reads the request into a
+:class:`~advisor.domain.runs.submission.SubmissionRequest` (or its parameters) and calls the
+injected :class:`~advisor.domain.runs.pipeline.RunPipeline`."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from typing import Annotated, Any
 
-import msgspec
-from litestar import Controller, Request, Response, get, patch, post
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import HTTPException
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter, RawBody
+from litestar.params import FromPath, FromQuery, QueryParameter, RawBody
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from advisor.domain.catalog.services import CatalogService
-from advisor.domain.runs.ingestion import IngestionService
-from advisor.domain.runs.ingestion import submit as submit_runs
+from advisor.domain.recommendations import RecommendationOut
 from advisor.domain.runs.openapi import BulkOperation, SubmissionOperation
-from advisor.domain.runs.recommendations import RecommendationService
-from advisor.domain.runs.schemas import BulkResult, RunPage, RunResult, RunResultDoc, StatusIn
-from advisor.domain.runs.services import RawPayloadService, RunFilters, RunService, run_to_out
-from advisor.domain.runs.submission import ParsedSubmission, context_from_request, parse_submission, split_bulk
-from advisor.errors import InvalidInput, MalformedInput, NotFound
+from advisor.domain.runs.pipeline import Outcome, RunPipeline
+from advisor.domain.runs.schemas import BulkResult, RunOut, RunPage, RunResult
+from advisor.domain.runs.services import RunFilters
+from advisor.domain.runs.submission import SubmissionRequest
 
-__all__ = ["AdviseController", "RecommendationController", "RunController"]
+__all__ = ["AdviseController", "RunController"]
 
 _RUN_PARAMS_DOC = (
     "Context the file lacks: deployment, hardware, model, quantization, runtime, runtime_version, gpu_count, "
@@ -35,57 +33,27 @@ _RUN_PARAMS_DOC = (
 )
 
 
-async def provide_ingestion(db_session: NamedDependency[AsyncSession]) -> IngestionService:
-    return IngestionService(db_session)
+async def provide_pipeline(db_session: NamedDependency[AsyncSession], state: State) -> RunPipeline:
+    return RunPipeline(db_session, refit_after_runs=state.settings.model.refit_after_runs)
 
 
-def _parse(request: Request[Any, Any, Any], body: bytes, format_id: str) -> ParsedSubmission:
-    query = {key: request.query_params.getall(key) for key in request.query_params}
-    from_query, from_headers = context_from_request(query, dict(request.headers))
-    file_name = request.headers.get("x-advisor-file-name")
-    return parse_submission(
-        body,
-        content_type=request.headers.get("content-type"),
-        format_id=format_id,
-        query_context=from_query,
-        header_context=from_headers,
-        file_name=file_name,
+async def provide_submit_pipeline(state: State) -> RunPipeline:
+    """For ``POST /runs``: no request session (the group committer writes in its own)."""
+    return RunPipeline(
+        engine=state.sqlalchemy_config.get_engine(), refit_after_runs=state.settings.model.refit_after_runs
     )
 
 
-_BACKGROUND: set[asyncio.Task[Any]] = set()
+def _answer(results: list[RunResult], status: int) -> Response[Any]:
+    if len(results) == 1:
+        return Response(results[0], status_code=status)
+    return Response({"runs": results}, status_code=status)
 
 
-async def _maybe_refit(request: Request[Any, Any, Any]) -> None:
-    """Start a background refit after enough new runs (ADVISOR_MODEL_REFIT_AFTER_RUNS; 0: never).
-    Never blocks or fails the submission."""
-    threshold = request.app.state.settings.model.refit_after_runs
-    if threshold <= 0:
-        return
-    from advisor.domain.models.services import schedule_refit_if_due
-
-    task = await schedule_refit_if_due(request.app.state.sqlalchemy_config.create_session_maker(), threshold)
-    if task is not None:
-        _BACKGROUND.add(task)  # keep a reference until it finishes (asyncio holds tasks weakly)
-        task.add_done_callback(_BACKGROUND.discard)
-
-
-def _answer(results: list[RunResult], *, status_new: int = HTTP_201_CREATED) -> Response[Any]:
-    created = any(r.created for r in results)
-    status = status_new if created else HTTP_200_OK
-    items = [_result_dict(r) for r in results]
-    if len(items) == 1:
-        return Response(items[0], status_code=status)
-    return Response({"runs": items}, status_code=status)
-
-
-def _result_dict(result: RunResult) -> dict[str, Any]:
-    return {
-        "run": msgspec.to_builtins(result.run),
-        "verdict": result.verdict,
-        "recommendations": result.recommendations,
-        "expectations": result.expectations,
-    }
+def _stored(outcomes: list[Outcome]) -> Response[Any]:
+    """201 when this submission stored a run, 200 when every run was stored before."""
+    created = any(o.created for o in outcomes)
+    return _answer([o.result for o in outcomes], HTTP_201_CREATED if created else HTTP_200_OK)
 
 
 FormatParam = Annotated[
@@ -101,7 +69,7 @@ FormatParam = Annotated[
 class RunController(Controller):
     path = "/runs"
     tags = ("runs",)
-    dependencies = {"ingestion": Provide(provide_ingestion)}
+    dependencies = {"pipeline": Provide(provide_pipeline)}
 
     @post(
         "/",
@@ -109,27 +77,22 @@ class RunController(Controller):
         description=_RUN_PARAMS_DOC,
         status_code=HTTP_201_CREATED,
         operation_class=SubmissionOperation,
+        dependencies={"pipeline": Provide(provide_submit_pipeline)},
         responses={
-            200: ResponseSpec(RunResultDoc, description="A resubmission: the run stored earlier"),
+            200: ResponseSpec(RunResult, description="A resubmission: the run stored earlier"),
             HTTP_201_CREATED: ResponseSpec(
-                RunResultDoc, description="Stored and analysed; a file with several runs answers {runs: [...]}"
+                RunResult, description="Stored and analysed; a file with several runs answers {runs: [...]}"
             ),
         },
     )
     async def submit(
-        self, request: Request[Any, Any, Any], body: RawBody, format_id: FormatParam = "auto"
+        self,
+        request: Request[Any, Any, Any],
+        pipeline: NamedDependency[RunPipeline],
+        body: RawBody,
+        format_id: FormatParam = "auto",
     ) -> Response[Any]:
-        parsed = _parse(request, bytes(body), format_id)
-        results = await submit_runs(
-            request.app.state.sqlalchemy_config.get_engine(),
-            parsed,
-            idempotency_key=request.headers.get("idempotency-key"),
-            # Who submitted: as the request says, else the name of the token it came with.
-            submitted_by=parsed.context.submitted_by or getattr(request.state, "token_name", None),
-        )
-        if any(r.created for r in results):
-            await _maybe_refit(request)
-        return _answer(results)
+        return _stored(await pipeline.submit(SubmissionRequest.of(request, bytes(body), format_id)))
 
     @post(
         "/bulk",
@@ -138,40 +101,15 @@ class RunController(Controller):
         request_max_body_size=None,  # bounded below by ADVISOR_BULK_MAX_BODY_BYTES instead
         operation_class=BulkOperation,
     )
-    async def bulk(self, request: Request[Any, Any, Any], ingestion: NamedDependency[IngestionService]) -> BulkResult:
+    async def bulk(self, request: Request[Any, Any, Any], pipeline: NamedDependency[RunPipeline]) -> BulkResult:
         settings = request.app.state.settings.server
         body = await _read_limited(request, settings.bulk_max_body_bytes)
-        items = split_bulk(body, settings.bulk_max_runs)
-        from_query, from_headers = context_from_request(
-            {key: request.query_params.getall(key) for key in request.query_params}, dict(request.headers)
-        )
-        parsed = []
-        for index, item in enumerate(items):
-            try:
-                parsed.append(
-                    parse_submission(
-                        item,
-                        content_type="application/json",
-                        format_id="auto",
-                        query_context=from_query,
-                        header_context=from_headers,
-                    )
-                )
-            except InvalidInput as exc:
-                exc.field = f"items[{index}]" + (f".{exc.field}" if exc.field and exc.field != "body" else "")
-                raise
-            except MalformedInput as exc:
-                exc.field = f"items[{index}]"
-                raise
-        result = await ingestion.bulk(parsed, raw=body, content_type=request.headers.get("content-type"))
-        if result.created:
-            await _maybe_refit(request)
-        return result
+        return await pipeline.bulk(SubmissionRequest.of(request, body), max_runs=settings.bulk_max_runs)
 
     @get("/", summary="List runs, newest first (cursor pagination, with the filtered total)")
     async def list_runs(
         self,
-        db_session: NamedDependency[AsyncSession],
+        pipeline: NamedDependency[RunPipeline],
         deployment: FromQuery[str | None] = None,
         runtime: FromQuery[str | None] = None,
         hardware: FromQuery[str | None] = None,
@@ -183,53 +121,33 @@ class RunController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=500)] = 50,
         cursor: FromQuery[str | None] = None,
     ) -> RunPage:
-        if hardware or model or quantization:
-            # Filters accept the same names as submissions: aliases resolve to catalog ids.
-            catalog = await CatalogService(db_session).current()
-            if hardware:
-                hardware = catalog.resolve_hardware(hardware, field_prefix="query.hardware").id
-            if model:
-                model = catalog.resolve_model(model, field_prefix="query.model")[0].id
-            if quantization:
-                quantization = catalog.resolve_quantization(quantization, field_prefix="query.quantization").id
         filters = RunFilters(deployment, runtime, hardware, model, quantization, since, until, verdict)
-        service = RunService(session=db_session)
-        rows, total, next_cursor = await service.page(filters, limit=limit, cursor=cursor)
-        return RunPage(items=[run_to_out(r) for r in rows], total=total, limit=limit, next_cursor=next_cursor)
+        return await pipeline.page(filters, limit=limit, cursor=cursor)
 
     @get("/{run_id:int}", summary="One run")
-    async def get_run(self, db_session: NamedDependency[AsyncSession], run_id: FromPath[int]) -> Any:
-        return run_to_out(await RunService(session=db_session).get_run(run_id))
+    async def get_run(self, pipeline: NamedDependency[RunPipeline], run_id: FromPath[int]) -> RunOut:
+        return await pipeline.get(run_id)
 
     @get("/{run_id:int}/raw", summary="The original bytes the run was parsed from")
-    async def get_raw(self, db_session: NamedDependency[AsyncSession], run_id: FromPath[int]) -> Response[bytes]:
-        run = await RunService(session=db_session).get_run(run_id)
-        if run.raw_payload_id is None:
-            raise NotFound("this run has no stored raw payload", field="id")
-        raws = RawPayloadService(session=db_session)
-        payload = await raws.get(run.raw_payload_id)
-        data = raws.decompress(payload)
-        media_type = payload.content_type or "application/octet-stream"
-        if payload.format == "bulk":
-            data = split_bulk(data, None)[run.source_index]
-            media_type = "application/json"
+    async def get_raw(self, pipeline: NamedDependency[RunPipeline], run_id: FromPath[int]) -> Response[bytes]:
+        data, media_type, file_name = await pipeline.raw(run_id)
         headers = {}
-        if payload.file_name:
-            safe = payload.file_name.replace('"', "").replace("\r", "").replace("\n", "")
+        if file_name:
+            safe = file_name.replace('"', "").replace("\r", "").replace("\n", "")
             headers["Content-Disposition"] = f'attachment; filename="{safe}"'
         return Response(data, media_type=media_type, headers=headers)
 
     @get("/{run_id:int}/recommendations", summary="The run's ranked recommendations")
     async def get_recommendations(
-        self, db_session: NamedDependency[AsyncSession], run_id: FromPath[int]
-    ) -> list[dict[str, Any]]:
-        return await RecommendationService(db_session).for_run(run_id)
+        self, pipeline: NamedDependency[RunPipeline], run_id: FromPath[int]
+    ) -> list[RecommendationOut]:
+        return await pipeline.recommendations(run_id)
 
 
 class AdviseController(Controller):
     path = "/advise"
     tags = ("runs",)
-    dependencies = {"ingestion": Provide(provide_ingestion)}
+    dependencies = {"pipeline": Provide(provide_pipeline)}
 
     @post(
         "/",
@@ -238,28 +156,16 @@ class AdviseController(Controller):
         status_code=200,
         opt={"role": "read"},  # stores nothing
         operation_class=SubmissionOperation,
-        responses={200: ResponseSpec(RunResultDoc, description="The analysis; a sweep answers {runs: [...]}")},
+        responses={200: ResponseSpec(RunResult, description="The analysis; a sweep answers {runs: [...]}")},
     )
     async def advise(
         self,
         request: Request[Any, Any, Any],
-        ingestion: NamedDependency[IngestionService],
+        pipeline: NamedDependency[RunPipeline],
         body: RawBody,
         format_id: FormatParam = "auto",
     ) -> Response[Any]:
-        results = await ingestion.advise(_parse(request, bytes(body), format_id))
-        return _answer(results, status_new=HTTP_200_OK)
-
-
-class RecommendationController(Controller):
-    path = "/recommendations"
-    tags = ("recommendations",)
-
-    @patch("/{rec_id:int}", summary="Mark a recommendation applied or dismissed (with a note)")
-    async def set_status(
-        self, db_session: NamedDependency[AsyncSession], rec_id: FromPath[int], data: JSONBody[StatusIn]
-    ) -> dict[str, Any]:
-        return await RecommendationService(db_session).set_status(rec_id, data.status, data.note)
+        return _answer(await pipeline.advise(SubmissionRequest.of(request, bytes(body), format_id)), HTTP_200_OK)
 
 
 async def _read_limited(request: Request[Any, Any, Any], limit: int) -> bytes:

@@ -7,19 +7,23 @@ open recommendations are replaced, applied or dismissed ones are kept (they reco
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from advisor.db.models import RawPayload, Recommendation, Run
+from advisor.db.batching import on_connection, writer_lock
+from advisor.db.models import RawPayload, Run
 from advisor.domain.runs.baselines import invalidate as invalidate_baselines
-from advisor.domain.runs.ingestion import IngestionService
-from advisor.domain.runs.services import RawPayloadService, run_columns
-from advisor.domain.runs.submission import CONTEXT_FIELDS, parse_submission, split_bulk
+from advisor.domain.runs.pipeline import RunPipeline
+from advisor.domain.runs.services import RawPayloadService
+from advisor.domain.runs.store import RunUpdate, WritePlan, analysis_values, recommendation_rows, run_values, write_plan
+from advisor.domain.runs.submission import split_bulk
 from advisor.errors import AdvisorError
+from advisor.ingest.submission import CONTEXT_FIELDS, context_layer, parse_submission
 
 __all__ = ["ReparseReport", "ReparseService"]
 
@@ -41,7 +45,7 @@ def _query_context(context: dict[str, Any]) -> dict[str, Any]:
 class ReparseService:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        self.ingestion = IngestionService(session)
+        self.pipeline = RunPipeline(session)
 
     async def reparse(
         self, *, run_ids: list[int] | None = None, format_id: str | None = None, dry_run: bool = False
@@ -60,21 +64,23 @@ class ReparseService:
             if payload is None:
                 continue
             data = RawPayloadService.decompress(payload)
+            plan = WritePlan(deployment_ids={})
             for row in rows:
                 report.checked += 1
                 try:
-                    await self._reparse_one(row, payload, data, report, dry_run=dry_run)
+                    await self._reparse_one(row, payload, data, report, plan)
                 except AdvisorError as exc:
                     report.failed[row.id] = str(exc)
-            if dry_run:
-                await self.session.rollback()
-            else:
+            if dry_run or not plan.updates:
+                continue
+            async with writer_lock(self.session):
+                await on_connection(self.session, functools.partial(write_plan, plan=plan))
                 await self.session.commit()
-                invalidate_baselines()  # the stored documents changed
+            invalidate_baselines()  # the stored documents changed
         return report
 
     async def _reparse_one(
-        self, row: Run, payload: RawPayload, data: bytes, report: ReparseReport, *, dry_run: bool
+        self, row: Run, payload: RawPayload, data: bytes, report: ReparseReport, plan: WritePlan
     ) -> None:
         context = dict(row.context or {})
         body = split_bulk(data, None)[row.source_index] if payload.format == "bulk" else data
@@ -83,16 +89,15 @@ class ReparseService:
             body,
             content_type=payload.content_type,
             format_id="auto" if payload.format == "bulk" else stored_format,
-            query_context=_query_context(context),
-            header_context={},
+            layers=[context_layer(_query_context(context), "query")],
             file_name=payload.file_name,
         )
-        prepared = await self.ingestion.prepare(parsed)
+        resolved = await self.pipeline.resolve(parsed)
         index = 0 if payload.format == "bulk" else row.source_index
-        if index >= len(prepared):
-            report.failed[row.id] = f"the file now yields {len(prepared)} runs; this was run #{index}"
+        if index >= len(resolved):
+            report.failed[row.id] = f"the file now yields {len(resolved)} runs; this was run #{index}"
             return
-        item = prepared[index]
+        item = resolved[index]
         if item.hash == row.content_hash:
             report.unchanged += 1
             return
@@ -101,23 +106,9 @@ class ReparseService:
             report.duplicates.append(row.id)
             return
         report.changed.append(row.id)
-        if dry_run:
-            return
-        run = item.resolved.run
+        run = item.run
         run.measured_at = run.measured_at or row.measured_at
-        values = run_columns(
-            run,
-            hardware_id=item.resolved.hardware_id,
-            model_id=item.resolved.model_id,
-            quantization_id=item.resolved.quantization_id,
-        )
-        for key, value in values.items():
-            setattr(row, key, value)
-        row.content_hash = item.hash
-        row.measured_at = run.measured_at
-        await self.session.execute(
-            delete(Recommendation).where(Recommendation.run_id == row.id, Recommendation.status == "open")
-        )
-        row.analysis = {}
-        await self.session.flush()
-        await self.ingestion.analyse_stored(row, commit=False)
+        deployment = row.deployment
+        analysis = await self.pipeline.analyse(item, deployment, None, exclude=row.id)
+        values = run_values(item) | analysis_values(analysis)
+        plan.updates.append(RunUpdate(row.id, values, recommendation_rows(analysis)))

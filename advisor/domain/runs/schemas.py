@@ -8,16 +8,19 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["BulkResult", "RunOut", "RunPage", "RunResult", "RunResultDoc", "StatusIn"]
+from advisor.domain.recommendations.schemas import RecommendationOut
+
+__all__ = ["BulkResult", "RunOut", "RunPage", "RunResult"]
 
 
 class RunOut(msgspec.Struct, kw_only=True):
-    """A stored run: the canonical document plus what advisor derived from it."""
+    """A run: the canonical document plus what advisor derived from it. ``id``, ``submitted_at``
+    and ``links`` are empty for a run analysed without being stored (``POST /advise``)."""
 
-    id: int
+    id: int | None
     deployment: str | None
-    measured_at: datetime
-    submitted_at: datetime
+    measured_at: datetime | None
+    submitted_at: datetime | None
     submitted_by: str | None
     content_hash: str
     verdict: str | None
@@ -31,21 +34,11 @@ class RunOut(msgspec.Struct, kw_only=True):
 
 
 class RunResult(msgspec.Struct, kw_only=True):
-    """What POST /runs and POST /advise return for one run."""
-
-    run: RunOut | dict[str, Any]
-    verdict: str
-    recommendations: list[dict[str, Any]]
-    expectations: dict[str, Any]
-    created: bool = True
-
-
-class RunResultDoc(msgspec.Struct, kw_only=True):
-    """The documented shape of a POST /runs or /advise answer (DESIGN §4)."""
+    """What POST /runs and POST /advise return for one run (DESIGN §4)."""
 
     run: RunOut
-    verdict: str
-    recommendations: list[dict[str, Any]]
+    verdict: str | None
+    recommendations: list[RecommendationOut]
     expectations: dict[str, Any]
 
 
@@ -61,10 +54,3 @@ class BulkResult(msgspec.Struct, kw_only=True):
     created: int
     existing: int
     run_ids: list[int]
-
-
-class StatusIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """PATCH body for a recommendation."""
-
-    status: str
-    note: str | None = None

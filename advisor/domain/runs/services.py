@@ -1,74 +1,32 @@
-"""Runs: storing, finding and listing measured runs. Ingestion is one transaction and idempotent."""
+"""Stored runs: finding, listing and reading them, and their raw payloads (the writes are the
+store's: :mod:`advisor.domain.runs.store`)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import operator
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, cast
+from datetime import datetime
+from typing import Any
 
 import msgspec
 from advanced_alchemy.repository import SQLAlchemyAsyncRepository
 from advanced_alchemy.service import SQLAlchemyAsyncRepositoryService
-from sqlalchemy import Select, Table, and_, func, insert, or_, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from advisor.canonical import CanonicalRun, run_to_builtins
-from advisor.db.models import METRIC_COLUMNS, Deployment, RawPayload, Recommendation, Run
+from advisor.canonical import CanonicalRun
+from advisor.db.models import Deployment, RawPayload, Run
 from advisor.domain.runs.schemas import RunOut
-from advisor.domain.runs.writes import insert_raw_payloads
 from advisor.errors import InvalidInput, NotFound
 
 __all__ = [
-    "RawPayloadService", "RunFilters", "RunService", "run_columns", "run_out", "run_to_canonical", "run_to_out",
+    "RawPayloadService", "RunFilters", "RunService", "is_integrity_error", "run_out", "run_to_canonical", "run_to_out",
 ]  # fmt: skip
 
 _CANONICAL_KEYS = ("setup", "workload", "metrics", "labels", "source")
-
-
-def run_columns(
-    run: CanonicalRun,
-    *,
-    hardware_id: str | None,
-    model_id: str | None,
-    quantization_id: str | None,
-) -> dict[str, Any]:
-    """The typed columns and JSON documents of a run row."""
-    doc = run_to_builtins(run)
-    setup = run.setup
-    values: dict[str, Any] = {
-        "runtime": setup.runtime,
-        "runtime_version": setup.runtime_version,
-        "hardware_id": hardware_id,
-        "model_id": model_id,
-        "quantization_id": quantization_id,
-        "gpu_count": setup.gpu_count,
-        "tensor_parallel": setup.tensor_parallel,
-        "kv_cache_dtype": setup.kv_cache_dtype,
-        "max_model_len": setup.max_model_len,
-        "source_format": run.source.format,
-        "setup": doc.get("setup", {}),
-        "workload": doc.get("workload", {}),
-        "metrics": doc.get("metrics", {}),
-        "labels": doc.get("labels", {}),
-        "source": doc.get("source", {}),
-    }
-    for column, getter in _METRIC_GETTERS:
-        value = getter(run)
-        values[column] = int(value) if value is not None and column in _INTEGER_COLUMNS else value
-    return values
-
-
-_RUN_TABLE = cast("Table", Run.__table__)
-_REC_TABLE = cast("Table", Recommendation.__table__)
-
-# attrgetter walks the structs in C; run_columns runs for every ingested run.
-_METRIC_GETTERS = tuple((column, operator.attrgetter(dotted)) for column, dotted in METRIC_COLUMNS)
-_INTEGER_COLUMNS = frozenset({"requests_completed", "requests_failed", "num_requests"})
 
 
 def run_to_canonical(row: Run) -> CanonicalRun:
@@ -90,14 +48,15 @@ def run_to_out(row: Run) -> RunOut:
     )
 
 
-def run_out(run_id: int, deployment: str | None, values: Mapping[str, Any]) -> RunOut:
-    """The API shape of a run from its column values (a stored row, or the values just inserted)."""
+def run_out(run_id: int | None, deployment: str | None, values: Mapping[str, Any]) -> RunOut:
+    """The API shape of a run from its column values: a stored row, the values just inserted, or
+    (``run_id`` None) a run analysed without being stored."""
     analysis = values.get("analysis") or {}
     return RunOut(
         id=run_id,
         deployment=deployment,
-        measured_at=values["measured_at"],
-        submitted_at=values["created_at"],
+        measured_at=values.get("measured_at"),
+        submitted_at=values.get("created_at"),
         submitted_by=values.get("submitted_by"),
         content_hash=values["content_hash"],
         verdict=values.get("verdict"),
@@ -111,7 +70,9 @@ def run_out(run_id: int, deployment: str | None, values: Mapping[str, Any]) -> R
             "prefill_mfu": values.get("prefill_efficiency"),
             **{k: v for k, v in (analysis.get("efficiency") or {}).items() if k not in ("decode", "prefill")},
         },
-        links={
+        links={}
+        if run_id is None
+        else {
             "self": f"/api/v1/runs/{run_id}",
             "raw": f"/api/v1/runs/{run_id}/raw",
             "recommendations": f"/api/v1/runs/{run_id}/recommendations",
@@ -149,14 +110,6 @@ class RawPayloadService(SQLAlchemyAsyncRepositoryService[RawPayload]):
 
     repository_type = Repo
 
-    async def store(
-        self, data: bytes, *, content_type: str | None, file_name: str | None, format_id: str | None
-    ) -> int:
-        """The id of the stored payload for these bytes (deduplicated by SHA-256), in the open transaction."""
-        connection = await self.repository.session.connection()
-        ids = await connection.run_sync(insert_raw_payloads, [(data, content_type, file_name, format_id)])
-        return int(ids[0])
-
     @staticmethod
     def decompress(payload: RawPayload) -> bytes:
         return zlib.decompress(payload.data) if payload.encoding == "zlib" else payload.data
@@ -179,10 +132,9 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         return row
 
     async def by_hashes(self, hashes: list[str]) -> dict[str, Run]:
-        """Stored runs with these content hashes. A cheap id probe first: almost every submission
-        is new, and loading nothing should cost one indexed lookup, not an ORM query."""
-        if not hashes or not await self.existing_hashes(hashes):
-            return {}
+        """Stored runs with these content hashes (callers that may find none probe with
+        :meth:`existing_hashes` or the batch's reads first: loading nothing should not cost an ORM
+        query)."""
         found: dict[str, Run] = {}
         session = self.repository.session
         for start in range(0, len(hashes), 500):
@@ -205,52 +157,8 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         )
         return list(rows.scalars())
 
-    async def insert_many(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Core executemany insert: the bulk path skips ORM unit-of-work bookkeeping on purpose."""
-        if not rows:
-            return []
-        session = self.repository.session
-        now = datetime.now(UTC)
-        for row in rows:
-            row.setdefault("created_at", now)
-            row.setdefault("updated_at", now)
-        # Core executemany on the table, below the ORM bulk layer: no per-row ORM bookkeeping.
-        await (await session.connection()).execute(insert(_RUN_TABLE), rows)
-        hashes = [row["content_hash"] for row in rows]
-        ids = {
-            h: i
-            for h, i in (
-                await session.execute(select(Run.content_hash, Run.id).where(Run.content_hash.in_(hashes)))
-            ).all()
-        }
-        return [ids[h] for h in hashes]
-
-    async def add_recommendations(
-        self, run_id: int, recommendations: list[dict[str, Any]], *, first_rank: int = 1
-    ) -> list[Recommendation]:
-        """Insert the ranked recommendations (one Core executemany with RETURNING) and give back
-        detached rows carrying their new ids."""
-        if not recommendations:
-            return []
-        now = datetime.now(UTC)
-        values = [
-            recommendation_values(rank, rec) | {"run_id": run_id, "created_at": now, "updated_at": now}
-            for rank, rec in enumerate(recommendations, start=first_rank)
-        ]
-        connection = await self.repository.session.connection()
-        result = await connection.execute(
-            insert(_REC_TABLE).returning(_REC_TABLE.c.id, sort_by_parameter_order=True), values
-        )
-        return [Recommendation(id=i, **v) for i, v in zip(result.scalars().all(), values, strict=True)]
-
-    async def recommendations(self, run_id: int) -> list[Recommendation]:
-        rows = await self.repository.session.execute(
-            select(Recommendation).where(Recommendation.run_id == run_id).order_by(Recommendation.rank)
-        )
-        return list(rows.scalars())
-
     async def baseline(
-        self, run: Run | None, *, deployment_id: int | None, values: dict[str, Any], limit: int = BASELINE_RUNS
+        self, exclude_id: int | None, *, deployment_id: int | None, values: dict[str, Any], limit: int = BASELINE_RUNS
     ) -> list[CanonicalRun]:
         """Recent comparable runs of the same deployment: same runtime, hardware, model, quantization
         and concurrency, measured before this one."""
@@ -264,8 +172,8 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         measured_at = values.get("measured_at")
         if measured_at is not None:
             conditions.append(Run.measured_at < measured_at)
-        if run is not None:
-            conditions.append(Run.id != run.id)
+        if exclude_id is not None:
+            conditions.append(Run.id != exclude_id)
         # Only the canonical documents, not ORM entities: the baseline is read on every ingestion.
         stmt = (
             select(Run.measured_at, Run.setup, Run.workload, Run.metrics)
@@ -322,42 +230,6 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         rows = list((await session.execute(stmt)).scalars())
         next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
         return rows[:limit], total, next_cursor
-
-
-def recommendation_row(run_id: int, rank: int, rec: dict[str, Any]) -> Recommendation:
-    return Recommendation(run_id=run_id, **recommendation_values(rank, rec))
-
-
-_REC_KNOWN = frozenset({
-    "rule_id", "name", "action", "phase", "severity", "score", "title", "evidence", "fix",
-    "expected_gain", "confidence",
-})  # fmt: skip
-
-
-def recommendation_values(rank: int, rec: dict[str, Any]) -> dict[str, Any]:
-    """The column values of a ranked recommendation as the rules engine gives it (run id aside)."""
-    from advisor.rules.severity import Severity
-
-    severity = str(rec.get("severity", "none"))
-    return {
-        "rank": rank,
-        "rule_id": str(rec["rule_id"]),
-        "name": str(rec.get("name", "")),
-        "action": str(rec["action"]),
-        "phase": rec.get("phase"),
-        "severity": severity,
-        "severity_level": int(Severity.from_label(severity)),
-        "score": float(rec.get("score", 0.0)),
-        "confidence": rec.get("confidence"),
-        "title": str(rec.get("title", "")),
-        "evidence": list(rec.get("evidence", [])),
-        "fix": dict(rec.get("fix", {})),
-        "expected_gain": rec.get("expected_gain"),
-        "body": {k: v for k, v in rec.items() if k not in _REC_KNOWN},
-        "status": "open",
-        "status_note": None,
-        "status_changed_at": None,
-    }
 
 
 def is_integrity_error(exc: BaseException) -> bool:

@@ -1,9 +1,12 @@
-"""The write phase of a batch of submissions: plain Core statements on one synchronous connection.
+"""The store: the one writer of runs, their raw payloads, deployments and recommendations.
 
-Written as a synchronous function so it can run where it is cheapest:
+Every write — a batch of submissions, a bulk load, a re-analysis, a reparse — is a :class:`WritePlan`
+of finished rows (the analysis happened before), executed by :func:`write_plan` as plain Core
+statements on one synchronous connection. Written as a synchronous function so it can run where it
+is cheapest:
 
 * on SQLite, in one hand-off to a thread that owns a synchronous pysqlite connection to the same
-  file (:func:`advisor.db.config.sqlite_writer`). Through aiosqlite, every cursor call (open,
+  file (:func:`advisor.db.batching.sqlite_writer`). Through aiosqlite, every cursor call (open,
   execute, fetch, close) is a separate hand-off between the event loop and aiosqlite's thread, and
   those hand-offs cost more than the statements they carry;
 * on Postgres, through ``AsyncConnection.run_sync`` in the request's own transaction.
@@ -15,17 +18,25 @@ so a batch costs the same few statements whatever its size.
 from __future__ import annotations
 
 import hashlib
+import operator
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Connection, Table, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
-from advisor.db.models import Deployment, RawPayload, Recommendation, Run
+from advisor.canonical import run_to_builtins
+from advisor.db.models import METRIC_COLUMNS, Deployment, RawPayload, Recommendation, Run
+from advisor.domain.recommendations import recommendation_values
+from advisor.domain.runs.analysis import RunAnalysis
+from advisor.domain.runs.resolution import ResolvedRun
 
-__all__ = ["BatchReads", "NewDeployment", "WritePlan", "Written", "insert_raw_payloads", "read_batch", "write_plan"]
+__all__ = [
+    "BatchReads", "NewDeployment", "RunUpdate", "WritePlan", "Written", "analysis_values", "insert_raw_payloads",
+    "read_batch", "recommendation_rows", "run_values", "write_plan",
+]  # fmt: skip
 
 RUN_TABLE = cast("Table", Run.__table__)
 REC_TABLE = cast("Table", Recommendation.__table__)
@@ -40,6 +51,72 @@ class NewDeployment:
     slo: dict[str, Any]
 
 
+# attrgetter walks the structs in C; run_values runs for every ingested run.
+_METRIC_GETTERS = tuple((column, operator.attrgetter(dotted)) for column, dotted in METRIC_COLUMNS)
+_INTEGER_COLUMNS = frozenset({"requests_completed", "requests_failed", "num_requests"})
+
+
+def run_values(resolved: ResolvedRun) -> dict[str, Any]:
+    """The typed columns and JSON documents of a run row (what the analysis adds aside)."""
+    run = resolved.run
+    doc = run_to_builtins(run)
+    setup = run.setup
+    values: dict[str, Any] = {
+        "runtime": setup.runtime,
+        "runtime_version": setup.runtime_version,
+        "hardware_id": resolved.hardware_id,
+        "model_id": resolved.model_id,
+        "quantization_id": resolved.quantization_id,
+        "gpu_count": setup.gpu_count,
+        "tensor_parallel": setup.tensor_parallel,
+        "kv_cache_dtype": setup.kv_cache_dtype,
+        "max_model_len": setup.max_model_len,
+        "source_format": run.source.format,
+        "setup": doc.get("setup", {}),
+        "workload": doc.get("workload", {}),
+        "metrics": doc.get("metrics", {}),
+        "labels": doc.get("labels", {}),
+        "source": doc.get("source", {}),
+        "content_hash": resolved.hash,
+        "measured_at": run.measured_at,
+    }
+    for column, getter in _METRIC_GETTERS:
+        value = getter(run)
+        values[column] = int(value) if value is not None and column in _INTEGER_COLUMNS else value
+    return values
+
+
+def analysis_values(analysis: RunAnalysis | None) -> dict[str, Any]:
+    """The columns the analysis fills; ``None``: not analysed yet (a bulk load's rows)."""
+    if analysis is None:
+        return {"verdict": None, "decode_efficiency": None, "prefill_efficiency": None, "analysis": {}}
+    return {
+        "verdict": analysis.verdict,
+        "decode_efficiency": analysis.efficiency.get("decode"),
+        "prefill_efficiency": analysis.efficiency.get("prefill"),
+        "analysis": analysis.stored(),
+    }
+
+
+def recommendation_rows(analysis: RunAnalysis) -> list[dict[str, Any]]:
+    return [recommendation_values(rank, rec) for rank, rec in enumerate(analysis.recommendations, start=1)]
+
+
+@dataclass
+class RunUpdate:
+    """A stored run's new column values and open recommendations (a re-analysis or a reparse).
+
+    Applied and dismissed recommendations are kept (they record what people did); the new ones for
+    other rules rank after them. ``only_unanalysed``: skip the run when it has a verdict already
+    (another worker analysed it first).
+    """
+
+    run_id: int
+    values: dict[str, Any]
+    recommendations: list[dict[str, Any]]
+    only_unanalysed: bool = False
+
+
 @dataclass
 class WritePlan:
     """Everything one batch writes. Run rows name their deployment and raw payload by index."""
@@ -52,9 +129,10 @@ class WritePlan:
     run_deployments: list[str | None] = field(default_factory=list)  # per run
     run_raws: list[int] = field(default_factory=list)  # per run, an index into raws
     recommendations: list[list[dict[str, Any]]] = field(default_factory=list)  # per run, column values
+    updates: list[RunUpdate] = field(default_factory=list)
 
     def is_empty(self) -> bool:
-        return not (self.runs or self.new_deployments or self.slo_updates)
+        return not (self.runs or self.new_deployments or self.slo_updates or self.updates)
 
 
 @dataclass
@@ -62,6 +140,7 @@ class Written:
     deployment_ids: dict[str, int]
     run_ids: list[int]
     recommendation_ids: list[list[int]]
+    updated: list[bool] = field(default_factory=list)  # per update: applied (False: skipped)
 
 
 @dataclass
@@ -133,7 +212,24 @@ def write_plan(connection: Connection, plan: WritePlan) -> Written:
     for group in plan.recommendations:
         per_run.append(rec_ids[start : start + len(group)])
         start += len(group)
-    return Written(deployment_ids, run_ids, per_run)
+    updated = [_apply_update(connection, u, now) for u in plan.updates]
+    return Written(deployment_ids, run_ids, per_run, updated)
+
+
+def _apply_update(connection: Connection, change: RunUpdate, now: datetime) -> bool:
+    stmt = update(RUN_TABLE).where(RUN_TABLE.c.id == change.run_id)
+    if change.only_unanalysed:
+        stmt = stmt.where(RUN_TABLE.c.verdict.is_(None))
+    if connection.execute(stmt.values(**change.values, updated_at=now)).rowcount == 0:
+        return False
+    connection.execute(delete(REC_TABLE).where(REC_TABLE.c.run_id == change.run_id, REC_TABLE.c.status == "open"))
+    kept = set(connection.execute(select(REC_TABLE.c.rule_id).where(REC_TABLE.c.run_id == change.run_id)).scalars())
+    fresh = [dict(values) for values in change.recommendations if values["rule_id"] not in kept]
+    for rank, values in enumerate(fresh, start=len(kept) + 1):
+        values.update(rank=rank, run_id=change.run_id, created_at=now, updated_at=now)
+    if fresh:
+        connection.execute(insert(REC_TABLE), fresh)
+    return True
 
 
 def insert_raw_payloads(

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from advisor.domain.runs.committer import GroupCommitter
+from advisor.db.batching import GroupCommitter
 
 
 class Poison(Exception):

@@ -1,0 +1,659 @@
+"""The runs pipeline: one submission from the HTTP edge to the stored, analysed run.
+
+    SubmissionRequest (submission.py: the request's body, context layers, Idempotency-Key)
+      → ParsedSubmission   advisor.ingest.submission: wrapper, format, merged context
+      → ResolvedRun        resolution.py: names → catalog specs, content hash
+      → RunAnalysis        analysis.py: physics, expectations, ranked findings (pure)
+      → WritePlan          store.py: the one writer (runs, raw payload, deployments, recommendations)
+
+Submissions go through the process's group committer (:class:`advisor.db.batching.GroupCommitter`):
+the submissions that arrive together are resolved, analysed and written in one batch and one
+commit. Idempotent: a run's content hash (and an optional Idempotency-Key) finds an earlier
+submission, which is answered with 200 and its stored analysis instead of a second row.
+Transactional: a batch's raw payloads, deployments, runs and recommendations are committed together
+or not at all. Bulk loads store their runs unanalysed and analyse them in the background; a read of
+a run that is still unanalysed analyses it first, so every stored run has its recommendations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any, NamedTuple
+
+import msgspec
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from advisor.canonical import RUNTIMES, SLO, CanonicalRun, validate_slo
+from advisor.catalog import Catalog
+from advisor.db.batching import GroupCommitter, on_connection, writer_lock
+from advisor.db.config import database_key
+from advisor.db.models import Deployment, Run
+from advisor.domain.catalog.services import CatalogService
+from advisor.domain.deployments.services import DeploymentService, slo_dict, validate_deployment_name
+from advisor.domain.models.provider import expectations_fn_for
+from advisor.domain.recommendations import RecommendationOut, RecommendationService, recommendation_out
+from advisor.domain.runs.analysis import RunAnalysis, analyse_run
+from advisor.domain.runs.baselines import CELL_ROWS, BaselineCache, cell_key
+from advisor.domain.runs.baselines import invalidate as invalidate_baselines
+from advisor.domain.runs.resolution import ResolvedRun, resolve_submission
+from advisor.domain.runs.schemas import BulkResult, RunOut, RunPage, RunResult
+from advisor.domain.runs.services import (
+    RawPayloadService,
+    RunFilters,
+    RunService,
+    is_integrity_error,
+    run_out,
+    run_to_canonical,
+    run_to_out,
+)
+from advisor.domain.runs.store import (
+    NewDeployment,
+    RunUpdate,
+    WritePlan,
+    analysis_values,
+    read_batch,
+    recommendation_rows,
+    run_values,
+    write_plan,
+)
+from advisor.domain.runs.submission import SubmissionRequest, split_bulk
+from advisor.errors import AdvisorError, Conflict, InvalidInput, MalformedInput, NotFound
+from advisor.ingest.submission import ParsedSubmission
+from advisor.rules.context import BaselinePoint, ExpectationsFn
+
+__all__ = ["Outcome", "RunPipeline", "drain_background", "submit"]
+
+logger = logging.getLogger(__name__)
+
+
+class Outcome(NamedTuple):
+    """One run's answer, and whether this submission stored it (201) or found it stored (200)."""
+
+    result: RunResult
+    created: bool
+
+
+@dataclass
+class Submission:
+    """One request's parsed file, waiting for the group committer."""
+
+    parsed: ParsedSubmission
+    idempotency_key: str | None
+    submitted_by: str | None
+    resolved: list[ResolvedRun] = field(default_factory=list)  # filled in by the batch
+
+
+async def submit(engine: AsyncEngine, submission: Submission) -> list[Outcome]:
+    """Store and analyse a submission's runs through the process's group committer (which needs
+    no session of the request); a resubmission is answered with the earlier rows."""
+    return await _committer(engine).submit(submission)
+
+
+def _committer(engine: AsyncEngine) -> GroupCommitter[Submission, list[Outcome]]:
+    def make() -> GroupCommitter[Submission, list[Outcome]]:
+        sessions = async_sessionmaker(engine, expire_on_commit=False)
+
+        async def write(jobs: list[Submission]) -> list[list[Outcome] | Exception]:
+            async with sessions() as session:
+                try:
+                    return await RunPipeline(session).write_batch(jobs)
+                except Exception as exc:
+                    if len(jobs) > 1 or not is_integrity_error(exc):
+                        raise
+            # A concurrent identical submission (another process) won the race: answer with its rows.
+            async with sessions() as session:
+                return [await RunPipeline(session).existing_outcomes(jobs[0])]
+
+        return GroupCommitter(write)
+
+    return GroupCommitter.shared(engine.sync_engine, make)
+
+
+# Background work of this process (bulk analysis, model refits): referenced until done, because
+# asyncio holds tasks weakly; cancelled and awaited at shutdown.
+_BACKGROUND: set[asyncio.Task[Any]] = set()
+_PENDING_ANALYSIS: dict[object, asyncio.Task[Any]] = {}
+
+
+def _keep(task: asyncio.Task[Any]) -> None:
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+
+
+async def drain_background() -> None:
+    """Cancel this process's background work and wait for it (the app's shutdown hook)."""
+    tasks = list(_BACKGROUND)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _slo_of(deployment: Deployment | None, override: SLO | None) -> SLO | None:
+    if override is not None:
+        return override
+    if deployment is None or not deployment.slo:
+        return None
+    return msgspec.convert(deployment.slo, SLO, strict=False)
+
+
+def _cell_values(resolved: ResolvedRun) -> dict[str, Any]:
+    """What makes runs of one deployment comparable, as the baseline query filters them."""
+    run = resolved.run
+    return {
+        "deployment": run.deployment,
+        "runtime": run.setup.runtime,
+        "hardware_id": resolved.hardware_id,
+        "model_id": resolved.model_id,
+        "quantization_id": resolved.quantization_id,
+        "concurrency": run.workload.concurrency,
+        "measured_at": run.measured_at,
+    }
+
+
+def _context_doc(parsed: ParsedSubmission) -> dict[str, Any]:
+    doc: dict[str, Any] = msgspec.to_builtins(parsed.context)
+    doc["format"] = parsed.format_id
+    return doc
+
+
+def _keys(idempotency_key: str, n: int) -> list[str]:
+    return [f"{idempotency_key}#{i}" for i in range(n)]
+
+
+class RunPipeline:
+    """The runs domain's operations on one session: submit, advise, bulk, (re-)analysis, reads."""
+
+    def __init__(
+        self, session: AsyncSession | None = None, *, engine: AsyncEngine | None = None, refit_after_runs: int = 0
+    ) -> None:
+        """``session`` for everything but :meth:`submit`, which needs only the ``engine`` (its writes
+        run in the group committer's sessions; a request session would be pure overhead)."""
+        self._session = session
+        self._engine = engine
+        self.refit_after_runs = refit_after_runs  # ADVISOR_MODEL_REFIT_AFTER_RUNS; 0: never
+        self._expectations_fn: ExpectationsFn | None = None  # the fitted model in force, or the prior
+
+    @property
+    def session(self) -> AsyncSession:
+        if self._session is None:
+            raise TypeError("this RunPipeline was built without a session (submit only)")
+        return self._session
+
+    @property
+    def engine(self) -> AsyncEngine:
+        engine = self._engine if self._engine is not None else self.session.bind
+        if not isinstance(engine, AsyncEngine):  # a session bound to a connection: no batching across requests
+            raise TypeError("RunPipeline.submit needs an AsyncEngine")
+        return engine
+
+    # Built on first use: a submission's request needs none of them (its writes run in the group
+    # committer's own session), and each advanced-alchemy service costs a repository.
+    @cached_property
+    def runs(self) -> RunService:
+        return RunService(session=self.session)
+
+    @cached_property
+    def deployments(self) -> DeploymentService:
+        return DeploymentService(session=self.session)
+
+    @cached_property
+    def _database(self) -> str:
+        return database_key(self.session)
+
+    async def catalog(self) -> Catalog:
+        return await CatalogService(session=self.session).current()
+
+    # ------------------------------------------------------------------ stages
+
+    async def resolve(self, parsed: ParsedSubmission) -> list[ResolvedRun]:
+        return resolve_submission(parsed, await self.catalog())
+
+    async def analyse(
+        self, resolved: ResolvedRun, deployment: Deployment | None, slo: SLO | None, *, exclude: int | None = None
+    ) -> RunAnalysis:
+        baseline = await self._baseline(deployment.id if deployment is not None else None, resolved, exclude)
+        if self._expectations_fn is None:
+            self._expectations_fn = await expectations_fn_for(self.session)
+        return analyse_run(
+            resolved,
+            slo=_slo_of(deployment, slo),
+            baseline=baseline,
+            catalog=await self.catalog(),
+            expectations_fn=self._expectations_fn,
+        )
+
+    async def _baseline(
+        self, deployment_id: int | None, resolved: ResolvedRun, exclude: int | None
+    ) -> Sequence[CanonicalRun | BaselinePoint]:
+        """The deployment's recent comparable runs: from this process's cache when it can tell."""
+        values = _cell_values(resolved)
+        if deployment_id is None or exclude is not None:
+            return await self.runs.baseline(exclude, deployment_id=deployment_id, values=values)
+        key = cell_key(self._database, deployment_id, values)
+        if not BaselineCache.holds(key):
+            newest = await self.runs.baseline(
+                None, deployment_id=deployment_id, values={**values, "measured_at": None}, limit=CELL_ROWS
+            )
+            BaselineCache.store(key, newest, complete=len(newest) < CELL_ROWS)
+        found = BaselineCache.lookup(key, values["measured_at"], RunService.BASELINE_RUNS)
+        if found is not None:
+            return found
+        # Older than every run the cell keeps: ask the database.
+        return await self.runs.baseline(None, deployment_id=deployment_id, values=values)
+
+    # ------------------------------------------------------------------ submit
+
+    async def submit(self, request: SubmissionRequest) -> list[Outcome]:
+        """Parse the request here, then store and analyse through the group committer."""
+        parsed = request.parse()
+        engine = self.engine
+        submitted_by = parsed.context.submitted_by or request.token_name
+        outcomes = await submit(engine, Submission(parsed, request.idempotency_key, submitted_by))
+        if self.refit_after_runs > 0 and any(o.created for o in outcomes):
+            await self._maybe_refit(engine)
+        return outcomes
+
+    async def _maybe_refit(self, engine: AsyncEngine) -> None:
+        """Start a background refit after enough new runs. Never blocks or fails the submission."""
+        from advisor.domain.models.services import schedule_refit_if_due
+
+        task = await schedule_refit_if_due(async_sessionmaker(engine, expire_on_commit=False), self.refit_after_runs)
+        if task is not None:
+            _keep(task)
+
+    async def _prepare(self, job: Submission) -> None:
+        job.resolved = await self.resolve(job.parsed)
+        for name in {r.run.deployment for r in job.resolved} - {None}:
+            validate_deployment_name(str(name))
+        if job.parsed.slo is not None:
+            validate_slo(job.parsed.slo)
+
+    async def write_batch(self, jobs: list[Submission]) -> list[list[Outcome] | Exception]:
+        """Store and analyse several submissions in one transaction: one read of known hashes and
+        deployments, and one multi-row insert each for raw payloads, runs and recommendations,
+        whatever the number of submissions. Answers per submission, in order: its outcomes, or the
+        error that concerns it alone (a bad name, a reused Idempotency-Key). Raises for an error of
+        the batch as a whole (e.g. a concurrent writer won a race), which the committer answers by
+        retrying the submissions one by one.
+        """
+        outcomes: list[list[Outcome] | Exception | None] = [None] * len(jobs)
+        for j, job in enumerate(jobs):
+            try:
+                await self._prepare(job)
+            except AdvisorError as exc:
+                outcomes[j] = exc
+        hashes = [r.hash for job in jobs for r in job.resolved]
+        named = sorted({str(r.run.deployment) for job in jobs for r in job.resolved if r.run.deployment})
+        reads = await on_connection(self.session, functools.partial(read_batch, hashes=hashes, names=named))
+        # Stored runs are rare (resubmissions): only then are their rows loaded.
+        existing = await self.runs.by_hashes(sorted(reads.known_hashes)) if reads.known_hashes else {}
+        keys = [k for job in jobs if job.idempotency_key for k in _keys(job.idempotency_key, len(job.resolved))]
+        keyed_rows = await self.runs.by_idempotency_keys(keys) if keys else []
+        if any(row.verdict is None for row in [*existing.values(), *keyed_rows]):
+            # Bulk-loaded runs not analysed yet: analyse them now, so they answer their analysis.
+            await self.analyse_rows([row for row in {*existing.values(), *keyed_rows} if row.verdict is None])
+            existing = await self.runs.by_hashes(sorted(existing))
+            keyed_rows = await self.runs.by_idempotency_keys(keys) if keys else []
+
+        slo_updates: dict[str, SLO] = {}
+        fresh: list[tuple[int, ResolvedRun]] = []  # (job index, run) of runs to insert
+        claimed: set[str] = set()
+        for j, job in enumerate(jobs):
+            if outcomes[j] is not None:
+                continue
+            if job.idempotency_key:
+                prefix = f"{job.idempotency_key}#"
+                keyed = [r for r in keyed_rows if (r.idempotency_key or "").startswith(prefix)]
+                if keyed:
+                    if sorted(r.content_hash for r in keyed) != sorted(r.hash for r in job.resolved):
+                        outcomes[j] = Conflict(
+                            "this Idempotency-Key was used for a different submission",
+                            field="header.idempotency-key",
+                        )
+                    else:
+                        outcomes[j] = [await self._outcome_of(row) for row in keyed]
+                    continue
+            if job.parsed.slo is not None:  # a resubmission may still carry a new SLO
+                for r in job.resolved:
+                    if r.run.deployment:
+                        slo_updates[r.run.deployment] = job.parsed.slo
+            for r in job.resolved:
+                if r.hash not in existing and r.hash not in claimed:
+                    claimed.add(r.hash)
+                    fresh.append((j, r))
+
+        # Answers for runs stored earlier, built while their rows are loaded (a failed write's
+        # rollback would expire them).
+        earlier = {
+            r.hash: await self._outcome_of(existing[r.hash])
+            for j, job in enumerate(jobs)
+            if outcomes[j] is None
+            for r in job.resolved
+            if r.hash in existing
+        }
+        # Detached stand-ins: the analysis reads their id and SLO, the write phase their id.
+        known = {name: Deployment(id=ident, name=name, slo=slo) for name, (ident, slo) in reads.deployments.items()}
+        now = datetime.now(UTC)
+        analyses: dict[str, RunAnalysis] = {}
+        for j, item in fresh:
+            run = item.run
+            run.measured_at = run.measured_at or now
+            deployment = known.get(run.deployment) if run.deployment else None
+            analyses[item.hash] = await self.analyse(item, deployment, jobs[j].parsed.slo)
+        # The reads above ran outside a write transaction: SQLite's driver begins one at the first
+        # write, Postgres reads committed data statement by statement, so the writes see fresh data.
+        async with writer_lock(self.session):
+            try:
+                written = await self._insert(jobs, fresh, analyses, known, slo_updates)
+            except Exception:
+                await self.session.rollback()
+                raise
+            await self.session.commit()
+        for _, item in fresh:
+            deployment_id = written[item.hash][2]
+            if deployment_id is not None:
+                BaselineCache.written(cell_key(self._database, deployment_id, _cell_values(item)), item.run)
+
+        for j, job in enumerate(jobs):
+            if outcomes[j] is None:
+                answers: list[Outcome] = []
+                for r in job.resolved:
+                    if r.hash in written and written[r.hash][0] == j:
+                        answers.append(Outcome(written[r.hash][1], True))
+                    elif r.hash in written:  # the same run twice in one batch: the other one stored it
+                        answers.append(Outcome(written[r.hash][1], False))
+                    else:
+                        answers.append(earlier[r.hash])
+                outcomes[j] = answers
+        return [o if o is not None else [] for o in outcomes]
+
+    async def _insert(
+        self,
+        jobs: list[Submission],
+        fresh: list[tuple[int, ResolvedRun]],
+        analyses: dict[str, RunAnalysis],
+        known: dict[str, Deployment],
+        slo_updates: dict[str, SLO],
+    ) -> dict[str, tuple[int, RunResult, int | None]]:
+        """The write phase of :meth:`write_batch`: ``{content hash: (job index, result, deployment id)}``."""
+        plan = WritePlan(deployment_ids={name: d.id for name, d in known.items()})
+        runtimes = {r.run.deployment: r.run.setup.runtime for _, r in reversed(fresh)}
+        for name in sorted({n for n in runtimes if n} | set(slo_updates)):
+            slo = slo_dict(slo_updates.get(name))
+            if name in known:
+                if name in slo_updates:  # a given SLO replaces the stored values it names
+                    plan.slo_updates[known[name].id] = {**(known[name].slo or {}), **slo}
+            else:
+                runtime = runtimes.get(name)
+                plan.new_deployments.append(NewDeployment(name, runtime if runtime in RUNTIMES else None, slo))
+        raw_index: dict[int, int] = {}
+        contexts: dict[int, dict[str, Any]] = {}
+        for j, item in fresh:
+            job = jobs[j]
+            if j not in raw_index:
+                raw_index[j] = len(plan.raws)
+                parsed = job.parsed
+                plan.raws.append((parsed.raw, parsed.content_type, parsed.file_name, parsed.format_id))
+                contexts[j] = _context_doc(parsed)
+            analysis = analyses[item.hash]
+            values = run_values(item) | analysis_values(analysis)
+            values.update(
+                idempotency_key=f"{job.idempotency_key}#{item.index}" if job.idempotency_key else None,
+                context=contexts[j],
+                submitted_by=job.submitted_by,
+                source_index=item.index,
+            )
+            plan.runs.append(values)
+            plan.run_deployments.append(item.run.deployment)
+            plan.run_raws.append(raw_index[j])
+            plan.recommendations.append(recommendation_rows(analysis))
+        if plan.is_empty():
+            return {}
+        written = await on_connection(self.session, functools.partial(write_plan, plan=plan))
+        out: dict[str, tuple[int, RunResult, int | None]] = {}
+        for (j, item), run_id, values, recs, rec_ids in zip(
+            fresh, written.run_ids, plan.runs, plan.recommendations, written.recommendation_ids, strict=True
+        ):
+            analysis = analyses[item.hash]
+            result = RunResult(
+                run=run_out(run_id, item.run.deployment, values),
+                verdict=analysis.verdict,
+                recommendations=[recommendation_out(rec, rec_id=i) for i, rec in zip(rec_ids, recs, strict=True)],
+                expectations=analysis.expectations,
+            )
+            out[item.hash] = (j, result, values["deployment_id"])
+        return out
+
+    async def existing_outcomes(self, job: Submission) -> list[Outcome]:
+        """The stored runs of a submission that a concurrent identical one has just written."""
+        found = await self.runs.by_hashes([r.hash for r in job.resolved])
+        if job.idempotency_key and len(found) < len(job.resolved):
+            keyed = await self.runs.by_idempotency_keys(_keys(job.idempotency_key, len(job.resolved)))
+            found.update({row.content_hash: row for row in keyed})
+        return [await self._outcome_of(found[r.hash]) for r in job.resolved if r.hash in found]
+
+    async def _outcome_of(self, row: Run) -> Outcome:
+        return Outcome(await self.result_of(row), False)
+
+    async def result_of(self, row: Run) -> RunResult:
+        """A stored (and analysed) run's answer, as ``POST /runs`` gave it."""
+        analysis = row.analysis or {}
+        return RunResult(
+            run=run_to_out(row),
+            verdict=row.verdict,
+            recommendations=await RecommendationService(self.session).for_run(row.id),
+            expectations=analysis.get("expectations", {}),
+        )
+
+    # ------------------------------------------------------------------ advise
+
+    async def advise(self, request: SubmissionRequest) -> list[RunResult]:
+        """The same analysis as submit, storing nothing."""
+        parsed = request.parse()
+        results = []
+        for item in await self.resolve(parsed):
+            name = item.run.deployment
+            deployment = await self.deployments.get_by_name(name) if name else None
+            analysis = await self.analyse(item, deployment, parsed.slo)
+            values = run_values(item) | analysis_values(analysis)
+            results.append(
+                RunResult(
+                    run=run_out(None, name, values),
+                    verdict=analysis.verdict,
+                    recommendations=[
+                        recommendation_out(rec, rank=rank) for rank, rec in enumerate(analysis.recommendations, 1)
+                    ],
+                    expectations=analysis.expectations,
+                )
+            )
+        return results
+
+    # ------------------------------------------------------------------ bulk
+
+    async def bulk(self, request: SubmissionRequest, *, max_runs: int) -> BulkResult:
+        """Store many runs in one transaction, all or nothing. Their analysis follows in the
+        background (and on first read), in order of measurement, so each sees its baseline.
+
+        The whole body is kept once as the raw payload; each run records its item index, so that
+        ``/runs/{id}/raw`` can give back exactly the item it came from.
+        """
+        resolved: list[tuple[int, ResolvedRun, ParsedSubmission]] = []
+        for index, one in enumerate(request.bulk_items(max_runs)):
+            try:
+                parsed = one.parse()
+                resolved.extend((index, r, parsed) for r in await self.resolve(parsed))
+            except InvalidInput as exc:
+                exc.field = f"items[{index}]" + (f".{exc.field}" if exc.field and exc.field != "body" else "")
+                raise
+            except MalformedInput as exc:
+                exc.field = f"items[{index}]"
+                raise
+        names = sorted({str(r.run.deployment) for _, r, _ in resolved if r.run.deployment})
+        for name in names:
+            validate_deployment_name(name)
+        reads = await on_connection(
+            self.session, functools.partial(read_batch, hashes=[r.hash for _, r, _ in resolved], names=names)
+        )
+        plan = WritePlan(deployment_ids={name: ident for name, (ident, _) in reads.deployments.items()})
+        now = datetime.now(UTC)
+        seen: set[str] = set(reads.known_hashes)
+        runtimes: dict[str, str | None] = {}
+        for index, item, parsed in resolved:
+            if item.hash in seen:
+                continue
+            seen.add(item.hash)
+            run = item.run
+            run.measured_at = run.measured_at or now
+            if run.deployment and run.deployment not in plan.deployment_ids:
+                runtimes.setdefault(run.deployment, run.setup.runtime)
+            values = run_values(item) | analysis_values(None)
+            values.update(source_index=index, context=_context_doc(parsed))
+            plan.runs.append(values)
+            plan.run_deployments.append(run.deployment)
+            plan.run_raws.append(0)
+            plan.recommendations.append([])
+        if plan.runs:
+            plan.raws.append((request.body, request.content_type, None, "bulk"))
+        plan.new_deployments = [
+            NewDeployment(name, runtime if runtime in RUNTIMES else None, {}) for name, runtime in runtimes.items()
+        ]
+        async with writer_lock(self.session):
+            try:
+                written = await on_connection(self.session, functools.partial(write_plan, plan=plan))
+            except Exception:
+                await self.session.rollback()
+                raise
+            await self.session.commit()
+        invalidate_baselines()  # the new runs bypassed the baseline cache
+        if written.run_ids:
+            self.schedule_pending_analysis()
+        return BulkResult(
+            received=len(resolved),
+            created=len(written.run_ids),
+            existing=len(resolved) - len(written.run_ids),
+            run_ids=written.run_ids,
+        )
+
+    # ------------------------------------------------------------------ (re-)analysis of stored runs
+
+    async def _resolved_row(self, row: Run) -> ResolvedRun:
+        run = run_to_canonical(row)
+        specs = (await self.catalog()).resolve_setup(run.setup)
+        return ResolvedRun(
+            run, specs, row.content_hash, row.hardware_id, row.model_id, row.quantization_id, row.source_index
+        )
+
+    async def analysis_update(self, row: Run, *, only_unanalysed: bool) -> RunUpdate:
+        """A stored run analysed anew (its deployment's SLO and baseline as they stand)."""
+        analysis = await self.analyse(await self._resolved_row(row), row.deployment, None, exclude=row.id)
+        return RunUpdate(row.id, analysis_values(analysis), recommendation_rows(analysis), only_unanalysed)
+
+    async def analyse_rows(self, rows: Sequence[Run]) -> int:
+        """Analyse stored runs that have no analysis yet and store it; how many this call stored
+        (another worker may have been first)."""
+        if not rows:
+            return 0
+        plan = WritePlan(deployment_ids={})
+        for row in sorted(rows, key=lambda r: (r.measured_at, r.id)):
+            plan.updates.append(await self.analysis_update(row, only_unanalysed=True))
+        async with writer_lock(self.session):
+            written = await on_connection(self.session, functools.partial(write_plan, plan=plan))
+            await self.session.commit()
+        for row in rows:  # their columns changed behind the ORM's back
+            self.session.expire(row)
+        return sum(written.updated)
+
+    async def analyse_pending(self, *, batch: int = 200) -> int:
+        """Analyse every stored run still without an analysis (bulk loads), oldest first."""
+        done = 0
+        while True:
+            rows = list(
+                (
+                    await self.session.execute(
+                        select(Run).where(Run.verdict.is_(None)).order_by(Run.measured_at, Run.id).limit(batch)
+                    )
+                ).scalars()
+            )
+            if not rows:
+                return done
+            done += await self.analyse_rows(rows)
+            self.session.expunge_all()
+
+    def schedule_pending_analysis(self) -> None:
+        """Analyse the unanalysed runs in the background, one task per database at a time."""
+        engine = self.session.bind
+        if not isinstance(engine, AsyncEngine):
+            return
+        key = engine.sync_engine
+        running = _PENDING_ANALYSIS.get(key)
+        if running is not None and not running.done():
+            running.add_done_callback(lambda _: self.schedule_pending_analysis())  # catch what came since
+            return
+
+        async def work() -> None:
+            try:
+                async with async_sessionmaker(engine, expire_on_commit=False)() as session:
+                    await RunPipeline(session).analyse_pending()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the reads analyse what is left; never crash the loop
+                logger.exception("background analysis of bulk-loaded runs failed")
+
+        task = asyncio.get_running_loop().create_task(work())
+        _PENDING_ANALYSIS[key] = task
+        _keep(task)
+
+    async def _analysed(self, row: Run) -> Run:
+        if row.verdict is None:
+            await self.analyse_rows([row])
+            await self.session.refresh(row)
+        return row
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(self, run_id: int) -> RunOut:
+        return run_to_out(await self._analysed(await self.runs.get_run(run_id)))
+
+    async def recommendations(self, run_id: int) -> list[RecommendationOut]:
+        row = await self._analysed(await self.runs.get_run(run_id))
+        return await RecommendationService(self.session).for_run(row.id)
+
+    async def page(self, filters: RunFilters, *, limit: int, cursor: str | None) -> RunPage:
+        """Newest first. Filters accept the same names as submissions: aliases resolve to catalog ids."""
+        if filters.hardware or filters.model or filters.quantization:
+            catalog = await self.catalog()
+            filters = RunFilters(
+                filters.deployment,
+                filters.runtime,
+                catalog.resolve_hardware(filters.hardware, field_prefix="query.hardware").id
+                if filters.hardware
+                else None,
+                catalog.resolve_model(filters.model, field_prefix="query.model")[0].id if filters.model else None,
+                catalog.resolve_quantization(filters.quantization, field_prefix="query.quantization").id
+                if filters.quantization
+                else None,
+                filters.since,
+                filters.until,
+                filters.verdict,
+            )
+        rows, total, next_cursor = await self.runs.page(filters, limit=limit, cursor=cursor)
+        return RunPage(items=[run_to_out(r) for r in rows], total=total, limit=limit, next_cursor=next_cursor)
+
+    async def raw(self, run_id: int) -> tuple[bytes, str, str | None]:
+        """The bytes a run was parsed from: ``(data, media type, file name)``."""
+        row = await self.runs.get_run(run_id)
+        if row.raw_payload_id is None:
+            raise NotFound("this run has no stored raw payload", field="id")
+        raws = RawPayloadService(session=self.session)
+        payload = await raws.get(row.raw_payload_id)
+        data = raws.decompress(payload)
+        if payload.format == "bulk":
+            return split_bulk(data, None)[row.source_index], "application/json", None
+        return data, payload.content_type or "application/octet-stream", payload.file_name
