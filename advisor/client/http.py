@@ -327,6 +327,13 @@ class AdvisorClient:
             current = self.job(int(current["id"]))
         return current
 
+    def weekly_report(self, week: str | None = None, *, format: str = "json", refresh: bool = False) -> bytes:
+        """``GET /reports/weekly`` as the server rendered it (JSON, HTML or Markdown bytes)."""
+        params: dict[str, QueryValue] = {"format": format, **({"week": week} if week else {})}
+        if refresh:
+            params["refresh"] = "true"
+        return self.request("GET", "reports/weekly", params=params).content
+
     def health(self) -> dict[str, Any]:
         response = self.http.get("/health")
         return dict(response.json())
