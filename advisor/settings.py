@@ -17,10 +17,12 @@ __all__ = [
     "AuthSettings",
     "DatabaseSettings",
     "ModelSettings",
+    "ReportSettings",
     "RulesSettings",
     "ServerSettings",
     "Settings",
     "SettingsError",
+    "WebSettings",
     "get_settings",
 ]
 
@@ -112,6 +114,46 @@ class ModelSettings(BaseSettings):
     )
 
 
+class WebSettings(BaseSettings):
+    """The web pages' sessions and CSRF tokens. Multi-host deployments set ``ADVISOR_SECRET_KEY``
+    explicitly (the same on every host); a single host may let advisor generate it."""
+
+    model_config = _config("ADVISOR_")
+
+    secret_key: str | None = Field(
+        default=None,
+        description="Signs session cookies and CSRF tokens; unset: read from (or generated into) secret_key_file.",
+    )
+    secret_key_file: Path | None = Field(
+        default=None,
+        description="Where a generated key is kept (mode 0600); unset: beside the SQLite file, else in ./",
+    )
+
+
+class ReportSettings(BaseSettings):
+    """The weekly fleet report: delivery to chat and the optional in-process schedule."""
+
+    model_config = _config("ADVISOR_REPORT_")
+
+    webhook_url: str | None = Field(
+        default=None, description="Slack-compatible webhook the weekly report is posted to; unset: no delivery."
+    )
+    webhook_retries: int = Field(default=4, ge=0, le=10, description="Extra delivery attempts after a failure.")
+    webhook_backoff_s: float = Field(
+        default=1.0, ge=0, description="First retry delay in seconds; doubled after each failed attempt."
+    )
+    schedule_enabled: bool = Field(
+        default=False, description="Build (and deliver) last week's report every week inside the server process."
+    )
+    schedule_weekday: int = Field(default=1, ge=1, le=7, description="ISO weekday of the scheduled build (1: Monday).")
+    schedule_time: str = Field(
+        default="06:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="UTC time of the scheduled build (HH:MM)."
+    )
+    public_url: str | None = Field(
+        default=None, description="The server's public base URL, to link the full report from the chat message."
+    )
+
+
 class Settings:
     """All settings groups, validated together."""
 
@@ -123,12 +165,16 @@ class Settings:
         auth: AuthSettings | None = None,
         rules: RulesSettings | None = None,
         model: ModelSettings | None = None,
+        web: WebSettings | None = None,
+        report: ReportSettings | None = None,
     ) -> None:
         self.db = db or DatabaseSettings()
         self.server = server or ServerSettings()
         self.auth = auth or AuthSettings()
         self.rules = rules or RulesSettings()
         self.model = model or ModelSettings()
+        self.web = web or WebSettings()
+        self.report = report or ReportSettings()
 
 
 class SettingsError(Exception):
@@ -141,6 +187,8 @@ _PREFIXES: dict[type[BaseSettings], str] = {
     AuthSettings: "ADVISOR_AUTH_",
     RulesSettings: "ADVISOR_RULES_",
     ModelSettings: "ADVISOR_MODEL_",
+    WebSettings: "ADVISOR_",
+    ReportSettings: "ADVISOR_REPORT_",
 }
 
 

@@ -12,10 +12,12 @@ __all__ = ["api_controllers", "root_controllers"]
 
 
 def root_controllers() -> list[ControllerRouterHandler]:
-    """Handlers mounted at the root (/health)."""
+    """Handlers mounted at the root: /health, the web pages and their static files, the report page."""
+    from advisor.domain.reports.controllers import ReportPageController
     from advisor.domain.system.controllers import SystemController
+    from advisor.domain.web import SignInController, WebController, static_router
 
-    return [SystemController]
+    return [SystemController, ReportPageController, WebController, SignInController, static_router()]
 
 
 def api_controllers() -> list[ControllerRouterHandler]:
@@ -24,7 +26,9 @@ def api_controllers() -> list[ControllerRouterHandler]:
     from advisor.domain.deployments.controllers import DeploymentController
     from advisor.domain.models.controllers import ModelController
     from advisor.domain.predictions.controllers import PredictController
-    from advisor.domain.runs.controllers import AdviseController, RecommendationController, RunController
+    from advisor.domain.recommendations.controllers import RecommendationController
+    from advisor.domain.reports.controllers import ReportController
+    from advisor.domain.runs.controllers import AdviseController, RunController
     from advisor.domain.system.controllers import FormatsController
     from advisor.domain.system.rules import RulesController
 
@@ -38,4 +42,5 @@ def api_controllers() -> list[ControllerRouterHandler]:
         FormatsController,
         RulesController,
         ModelController,
+        ReportController,
     ]

@@ -21,6 +21,8 @@ from litestar.types import ControllerRouterHandler
 
 from advisor import __version__
 from advisor.db.config import make_sqlalchemy_config
+from advisor.domain.reports.schedule import start_schedule as start_report_schedule
+from advisor.domain.reports.schedule import stop_schedule as stop_report_schedule
 from advisor.server.middleware import RequestIdMiddleware
 from advisor.server.problems import internal_error_handler, problem_details_plugin
 from advisor.settings import Settings, get_settings
@@ -33,6 +35,13 @@ def _route_handlers() -> list[ControllerRouterHandler]:
     from advisor.domain import api_controllers, root_controllers
 
     return [*root_controllers(), MetricsController, Router(path="/api/v1", route_handlers=api_controllers())]
+
+
+async def _drain_background() -> None:
+    """Stop this worker's background work (bulk analysis, refits) before the engine goes."""
+    from advisor.domain.runs.pipeline import drain_background
+
+    await drain_background()
 
 
 class MetricsController(PrometheusController):
@@ -82,6 +91,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
     logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     sqlalchemy_config = make_sqlalchemy_config(settings.db)
+    from advisor.domain.web import SecurityHeadersMiddleware, csrf_config, resolve_secret_key, session_config
+    from advisor.domain.web import template_config as web_template_config
+
+    secret_key = resolve_secret_key(settings)
     log_config = StructlogConfig(
         structlog_logging_config=StructLoggingConfig(
             wrapper_class=structlog.make_filtering_bound_logger(level),
@@ -104,7 +117,14 @@ def create_app(settings: Settings | None = None) -> Litestar:
             StructlogPlugin(log_config),
             *_auth_plugins(settings),
         ],
-        middleware=[RequestIdMiddleware(), _PROMETHEUS.middleware],
+        middleware=[
+            RequestIdMiddleware(),
+            SecurityHeadersMiddleware(),
+            _PROMETHEUS.middleware,
+            session_config(secret_key).middleware,
+        ],
+        csrf_config=csrf_config(secret_key),
+        template_config=web_template_config(),
         exception_handlers={Exception: internal_error_handler},
         openapi_config=OpenAPIConfig(
             title="advisor",
@@ -120,7 +140,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         ),
         request_max_body_size=settings.server.max_body_bytes,
         # The engine is created here, not by the plugin, so closing its pool is ours to do.
-        on_shutdown=[sqlalchemy_config.get_engine().dispose],
+        on_startup=[start_report_schedule],
+        on_shutdown=[stop_report_schedule, _drain_background, sqlalchemy_config.get_engine().dispose],
         response_cache_config=ResponseCacheConfig(default_expiration=60),
         debug=settings.server.debug,
     )

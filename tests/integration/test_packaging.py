@@ -25,5 +25,9 @@ def test_wheel_ships_migrations_rules_and_catalog_data(tmp_path: Path) -> None:
     assert "advisor/_rules_data/thresholds.toml" in names
     assert any(n.startswith("advisor/_rules_data/cases/") for n in names)
     assert "advisor/catalog/data/hardware.csv" in names
+    # The web pages' templates and vendored assets.
+    assert {"advisor/templates/base.html", "advisor/templates/web/run.html", "advisor/static/advisor.css"} <= names
+    # Test tooling (the ingest golden-file tool reads the repository's fixtures) stays out.
+    assert not any("golden" in n or n.startswith("tests/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "advisor = advisor.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
