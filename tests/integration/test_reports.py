@@ -241,6 +241,18 @@ def test_the_current_week_is_live_and_not_stored(client: Any, clean_db: str) -> 
     assert [s["week"] for s in client.get("/api/v1/reports").json()] == [str(current.previous())]
 
 
+def test_the_page_and_the_standalone_html_keep_their_styles_under_the_csp(client: Any, clean_db: str) -> None:
+    page = client.get(f"/reports/{WEEK}")
+    assert page.status_code == 200
+    assert "<style" not in page.text and "script-src 'self'" in page.headers["content-security-policy"]
+    assert 'href="/static/advisor.css"' in page.text
+    assert "#weekly-report .worse" in client.get("/static/advisor.css").text
+    standalone = client.get("/api/v1/reports/weekly", params={"week": str(WEEK), "format": "html"})
+    assert "<style>" in standalone.text and "<script" not in standalone.text
+    policy = standalone.headers["content-security-policy"]
+    assert "style-src 'unsafe-inline'" in policy and "script" not in policy and "default-src 'none'" in policy
+
+
 def test_bad_week_and_format_are_422(client: Any, clean_db: str) -> None:
     response = client.get("/api/v1/reports/weekly", params={"week": "2026-48"})
     assert response.status_code == 422
