@@ -17,9 +17,13 @@ import msgspec
 from advisor.errors import InvalidInput, invalid_from_msgspec
 
 __all__ = [
+    "LIMITS",
+    "MAX_DEPTH",
+    "MAX_TEXT",
     "PERCENTILE_KEYS",
     "RUNTIMES",
     "SLO",
+    "YEAR_MS",
     "CanonicalRun",
     "Metrics",
     "Percentiles",
@@ -31,7 +35,9 @@ __all__ = [
     "typed_scalar",
     "validate_run",
     "validate_setup",
+    "validate_setup_fields",
     "validate_slo",
+    "validate_workload",
 ]
 
 Runtime = Literal["vllm", "sglang", "tgi", "trtllm", "ollama", "llamacpp", "mlx", "other"]
@@ -145,6 +151,10 @@ class Source(_Base):
     notes: list[str] = msgspec.field(default_factory=list)
     #: Names as submitted, where the catalog normalised them (``{"hardware": "NVIDIA A10G"}``).
     given: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: Quality marks: a metric stored although it says little, and why, keyed by the metric's field
+    #: name (``{"prefill_tok_s": "overhead-dominated: 28 prompt tokens"}``). The fit and the rules
+    #: ignore a marked metric; the run still shows it.
+    quality: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class SLO(_Base):
@@ -219,38 +229,66 @@ def typed_scalar(value: str) -> Any:
 
 def validate_run(run: CanonicalRun) -> None:
     """Reject physically impossible values: negative, NaN or infinite metrics, percentiles out of
-    order, ratios outside 0..1, and unknown runtimes. Raises :class:`InvalidInput` naming the field."""
+    order, ratios outside 0..1, values beyond the plausibility bounds (:data:`LIMITS`), strings
+    no database stores (NUL, lone surrogates, longer than their column) and unknown runtimes, so
+    that SQLite and Postgres refuse the same runs before any SQL runs. Raises
+    :class:`InvalidInput` naming the field."""
     validate_setup(run)
-    for name in _WORKLOAD_NUMBERS:
-        value = getattr(run.workload, name)
-        if value is not None:
-            _check_finite_non_negative(float(value), f"workload.{name}")
+    validate_workload(run.workload)
     metrics = run.metrics
     for name in _PERCENTILE_FIELDS:
         _validate_percentiles(getattr(metrics, name), f"metrics.{name}")
     for name in _METRIC_NUMBERS:
         value = getattr(metrics, name)
         if value is not None:
-            _check_finite_non_negative(float(value), f"metrics.{name}")
+            _check_number(value, f"metrics.{name}", LIMITS.get(name))
     for name in _RATIO_FIELDS:
         value = getattr(metrics, name)
         if value is not None and value > 1.0:
             raise InvalidInput(f"is a ratio in 0..1, got {value}", field=f"metrics.{name}")
+    _check_strings(run.source, "source")
     if run.slo is not None:
         validate_slo(run.slo)
 
 
 def validate_setup(run: CanonicalRun) -> None:
-    """The setup part of :func:`validate_run` (what a submission's context can change)."""
-    if run.setup.runtime is not None and run.setup.runtime not in RUNTIMES:
+    """The setup part of :func:`validate_run` (what a submission's context can change: the setup,
+    the deployment name and the labels)."""
+    validate_setup_fields(run.setup)
+    if run.deployment is not None:
+        _check_text(run.deployment, "deployment", 200)
+    if len(run.labels) > MAX_LABELS:
+        raise InvalidInput(f"at most {MAX_LABELS} labels, got {len(run.labels)}", field="labels")
+    for key, value in run.labels.items():
+        _check_text(key, "labels", 100)
+        _check_text(value, f"labels.{key}", 500)
+
+
+def validate_setup_fields(setup: Setup, field: str = "setup") -> None:
+    """A :class:`Setup` alone (``/predict`` takes one without a run)."""
+    if setup.runtime is not None and setup.runtime not in RUNTIMES:
         raise InvalidInput(
-            f"unknown runtime {run.setup.runtime!r}; expected one of {', '.join(RUNTIMES)}",
-            field="setup.runtime",
+            f"unknown runtime {setup.runtime!r}; expected one of {', '.join(RUNTIMES)}",
+            field=f"{field}.runtime",
         )
     for name in ("gpu_count", "tensor_parallel", "pipeline_parallel", "max_model_len"):
-        value = getattr(run.setup, name)
-        if value is not None and value < 1:
-            raise InvalidInput(f"must be at least 1, got {value}", field=f"setup.{name}")
+        value = getattr(setup, name)
+        least = 0 if name == "gpu_count" else 1  # gpu_count 0: a CPU-only run
+        if value is not None and value < least:
+            raise InvalidInput(f"must be at least {least}, got {value}", field=f"{field}.{name}")
+        if value is not None:
+            _check_number(value, f"{field}.{name}", LIMITS[name])
+    _check_strings(setup, field)
+
+
+def validate_workload(workload: Workload, field: str = "workload") -> None:
+    """Every workload number is finite, non-negative and within :data:`LIMITS`."""
+    for name in _WORKLOAD_NUMBERS:
+        value = getattr(workload, name)
+        if value is not None:
+            _check_number(value, f"{field}.{name}", LIMITS[name])
+    if workload.dataset is not None:
+        _check_text(workload.dataset, f"{field}.dataset", 500)
 
 
 # Field lists computed once: validation runs on every ingested run (bulk: thousands per request).
@@ -259,20 +297,150 @@ _PERCENTILE_FIELDS = tuple(n for n in Metrics.__struct_fields__ if n.endswith("_
 _METRIC_NUMBERS = tuple(n for n in Metrics.__struct_fields__ if n not in _PERCENTILE_FIELDS)
 _PERCENTILE_ORDER = ("min", *PERCENTILE_KEYS, "max")
 
+# ---------------------------------------------------------------- plausibility bounds (issue #14.4)
+# Upper bounds from physics, each far (10-1000x) above anything a real device or benchmark reaches,
+# so that a unit slip or garbage is refused while no real run comes near them:
+#: A year: no benchmark, request or model load lasts longer.
+YEAR_S = 365 * 24 * 3600.0
+YEAR_MS = YEAR_S * 1000.0
+#: Context tokens: 10x the longest published context window (10M tokens, Llama 4 Scout).
+MAX_TOKENS = 1e8
+#: Per-sequence decode: the fastest published single-stream figures are ~2-3k tok/s (wafer-scale
+#: and LPU hardware on small models); 100k tok/s is far beyond any device's memory-bandwidth ceiling.
+MAX_DECODE_TOK_S = 1e5
+#: Per-sequence prefill and aggregate throughput: compute-bound at ~1e15-1e16 FLOP/s per device
+#: and 2 FLOP per parameter per token gives ~1e7 tok/s for a 1B model on one device; a benchmark
+#: of a few thousand devices stays below 1e10.
+MAX_THROUGHPUT_TOK_S = 1e10
+#: Requests per second, concurrency and queue depths of one benchmark.
+MAX_REQUESTS = 1e9
+#: Devices in one run: the largest clusters hold ~100k accelerators.
+MAX_DEVICES = 1_000_000
+#: Labels per run, and the longest string anywhere in a run (a model id, a note, an engine arg).
+MAX_LABELS = 64
+MAX_TEXT = 10_000
+#: Nesting of inline specs and engine args (``{"a": {"b": ...}}``).
+MAX_DEPTH = 8
+
+#: The bound of every number of the canonical run, by field name; latencies (``*_ms``) are
+#: bounded by :data:`YEAR_MS`.
+LIMITS: dict[str, float] = {
+    "gpu_count": MAX_DEVICES,
+    "tensor_parallel": MAX_DEVICES,
+    "pipeline_parallel": MAX_DEVICES,
+    "max_model_len": MAX_TOKENS,
+    "num_requests": MAX_REQUESTS,
+    "concurrency": MAX_REQUESTS,
+    "request_rate": MAX_REQUESTS,
+    "prompt_tokens_mean": MAX_TOKENS,
+    "output_tokens_mean": MAX_TOKENS,
+    "shared_prefix_tokens": MAX_TOKENS,
+    "kv_depth_tokens": MAX_TOKENS,
+    "cached_prompt_tokens_mean": MAX_TOKENS,
+    "decode_tok_s": MAX_DECODE_TOK_S,
+    "prefill_tok_s": MAX_THROUGHPUT_TOK_S,
+    "output_throughput_tok_s": MAX_THROUGHPUT_TOK_S,
+    "input_throughput_tok_s": MAX_THROUGHPUT_TOK_S,
+    "total_throughput_tok_s": MAX_THROUGHPUT_TOK_S,
+    "request_throughput_rps": MAX_REQUESTS,
+    "queue_waiting_mean": MAX_REQUESTS,
+    "queue_waiting_max": MAX_REQUESTS,
+    "running_mean": MAX_REQUESTS,
+    "running_max": MAX_REQUESTS,
+    "kv_cache_usage_mean": 1.0,
+    "kv_cache_usage_max": 1.0,
+    "prefix_cache_hit_rate": 1.0,
+    "preemptions": MAX_REQUESTS,
+    "load_ms": YEAR_MS,
+    "requests_completed": MAX_REQUESTS,
+    "requests_failed": MAX_REQUESTS,
+    "duration_s": YEAR_S,
+    "decode_tok_s_min": MAX_DECODE_TOK_S,
+    "output_throughput_tok_s_min": MAX_THROUGHPUT_TOK_S,
+}
+
+#: The longest value of each string field (the column that stores it, or :data:`MAX_TEXT`).
+_TEXT_LIMITS: dict[str, int] = {
+    "runtime": 32,
+    "runtime_version": 64,
+    "kv_cache_dtype": 32,
+    "hardware": 200,
+    "model": 300,
+    "quantization": 200,
+    "format": 64,
+    "tool": 200,
+    "tool_version": 64,
+    "file_name": 500,
+}
+
 
 def validate_slo(slo: SLO, field: str = "slo") -> None:
-    """Every objective is a finite, non-negative number."""
+    """Every objective is a finite, non-negative number within its bound (a latency within a year),
+    and a p50 objective is not above the p99 one."""
     for name in SLO.__struct_fields__:
         value = getattr(slo, name)
         if value is not None:
-            _check_finite_non_negative(value, f"{field}.{name}")
+            _check_number(value, f"{field}.{name}", LIMITS.get(name, YEAR_MS))
+    for metric in ("ttft", "itl"):
+        p50, p99 = getattr(slo, f"{metric}_p50_ms"), getattr(slo, f"{metric}_p99_ms")
+        if p50 is not None and p99 is not None and p50 > p99:
+            raise InvalidInput(
+                f"the p50 objective ({p50} ms) is above the p99 objective ({p99} ms)",
+                field=f"{field}.{metric}_p50_ms",
+            )
 
 
-def _check_finite_non_negative(value: float, field: str) -> None:
-    if math.isnan(value) or math.isinf(value):
+def _check_number(value: float, field: str, limit: float | None) -> None:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise InvalidInput(f"must be a finite number, got {value}", field=field)
     if value < 0:
         raise InvalidInput(f"must not be negative, got {value}", field=field)
+    if limit is not None and value > limit:
+        raise InvalidInput(f"is beyond physical sense: expected at most {limit:g}, got {value:g}", field=field)
+
+
+def _check_text(value: str, field: str, limit: int = MAX_TEXT) -> None:
+    """A string both databases store alike: no NUL (Postgres refuses it), valid UTF-8 (no lone
+    surrogate), and no longer than its column."""
+    if len(value) > limit:
+        raise InvalidInput(f"is at most {limit} characters, got {len(value)}", field=field)
+    if "\x00" in value:
+        raise InvalidInput("must not contain NUL characters", field=field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput("is not valid Unicode (a lone surrogate)", field=field) from exc
+
+
+def _check_strings(struct: msgspec.Struct, field: str) -> None:
+    """Every string of ``struct`` (and of the dicts and lists it holds) through :func:`_check_text`."""
+    for name in struct.__struct_fields__:
+        value = getattr(struct, name)
+        if value is not None and not isinstance(value, (int, float, bool, datetime)):
+            _check_value(value, f"{field}.{name}", _TEXT_LIMITS.get(name, MAX_TEXT), 0)
+
+
+def _check_value(value: Any, field: str, limit: int, depth: int) -> None:
+    if isinstance(value, str):
+        _check_text(value, field, limit)
+    elif isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            raise InvalidInput(f"is nested more than {MAX_DEPTH} levels deep", field=field)
+        for key, item in value.items():
+            _check_text(str(key), field, 200)
+            _check_value(item, f"{field}.{key}", MAX_TEXT, depth + 1)
+    elif isinstance(value, list):
+        if depth >= MAX_DEPTH:
+            raise InvalidInput(f"is nested more than {MAX_DEPTH} levels deep", field=field)
+        for i, item in enumerate(value):
+            _check_value(item, f"{field}[{i}]", MAX_TEXT, depth + 1)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _INT64_MAX:
+        raise InvalidInput(f"is beyond the 64-bit integer range, got {value}", field=field)
+    elif isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise InvalidInput(f"must be a finite number, got {value}", field=field)
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def _validate_percentiles(p: Percentiles, field: str) -> None:
@@ -281,7 +449,7 @@ def _validate_percentiles(p: Percentiles, field: str) -> None:
         value = getattr(p, name)
         if value is None:
             continue
-        _check_finite_non_negative(value, f"{field}.{name}")
+        _check_number(value, f"{field}.{name}", YEAR_MS)
         # A tiny tolerance absorbs rounding in tools that print percentiles to 2 decimals.
         if previous is not None and previous[1] > value * (1 + 1e-6) + 1e-9:
             raise InvalidInput(
@@ -292,4 +460,4 @@ def _validate_percentiles(p: Percentiles, field: str) -> None:
     for name in ("mean", "std"):
         value = getattr(p, name)
         if value is not None:
-            _check_finite_non_negative(value, f"{field}.{name}")
+            _check_number(value, f"{field}.{name}", YEAR_MS)

@@ -16,8 +16,10 @@ __all__ = [
     "InvalidInput",
     "MalformedInput",
     "NotFound",
+    "Overloaded",
     "UnknownName",
     "UnsupportedFormat",
+    "UnsupportedMediaType",
     "invalid_from_msgspec",
 ]
 
@@ -110,6 +112,23 @@ class NotFound(AdvisorError):
     status = 404
     title = "Not found"
     type_slug = "not-found"
+
+
+class UnsupportedMediaType(AdvisorError):
+    """A body type the API never reads (XML, HTML forms, multipart): refused before it is sniffed."""
+
+    status = 415
+    title = "Unsupported media type"
+    type_slug = "unsupported-media-type"
+
+
+class Overloaded(AdvisorError):
+    """The server sheds this request at once (its write queue is full) rather than queue it for
+    seconds; the client retries after ``Retry-After``."""
+
+    status = 503
+    title = "Service unavailable"
+    type_slug = "overloaded"
 
 
 def invalid_from_msgspec(exc: Exception, *, prefix: str | None = None, default: str | None = None) -> InvalidInput:

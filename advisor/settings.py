@@ -42,7 +42,9 @@ class DatabaseSettings(BaseSettings):
     )
     echo: bool = Field(default=False, description="Log every SQL statement.")
     pool_size: int = Field(default=10, ge=1, description="Connections per worker (Postgres).")
-    sqlite_busy_timeout_ms: int = Field(default=30_000, ge=0, description="SQLite busy timeout.")
+    sqlite_busy_timeout_ms: int = Field(
+        default=5_000, ge=0, description="SQLite busy timeout: a write locked longer is a 503 with Retry-After."
+    )
 
     @field_validator("url")
     @classmethod
@@ -91,6 +93,16 @@ class AuthSettings(BaseSettings):
     mode: Literal["none", "token"] = Field(
         default="none",
         description="none: open API (local use); token: bearer tokens with roles required under /api/v1.",
+    )
+    failed_per_minute: int = Field(
+        default=20,
+        ge=1,
+        description="Unknown or invalid tokens a client address may send per minute before it gets 429s.",
+    )
+    rate_limit_per_second: int = Field(
+        default=500,
+        ge=0,
+        description="Requests per second per token (or address without one) and worker; 0 turns it off.",
     )
 
 

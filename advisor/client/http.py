@@ -11,11 +11,13 @@ Failures become three exception types that the CLI maps to its exit codes: :clas
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -34,9 +36,10 @@ __all__ = [
 ]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-#: Gateway and availability errors are transient. Retrying a POST is safe because ingestion is
-#: idempotent: a resubmitted run is recognised by its content hash and answered with 200.
-RETRY_STATUSES = frozenset({502, 503, 504})
+#: Gateway and availability errors, and throttling (429), are transient. Retrying a POST is safe
+#: because ingestion is idempotent: a resubmitted run is recognised by its content hash and answered
+#: with 200.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _API = "/api/v1"
 
 QueryValue = str | int | float | bool | None
@@ -189,9 +192,16 @@ class AdvisorClient:
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         delay = self.backoff * (2.0**attempt) * (1 + random.random() / 4)  # jitter spreads CI retries
         if retry_after:
-            # An HTTP date instead of seconds keeps the exponential delay.
+            # Seconds, or an HTTP date (RFC 9110 §10.2.3); the wait is capped at a minute.
+            wait: float | None = None
             with contextlib.suppress(ValueError):
-                delay = max(delay, min(float(retry_after), 60.0))
+                wait = float(retry_after)
+            if wait is None:
+                with contextlib.suppress(TypeError, ValueError, IndexError):
+                    when = email.utils.parsedate_to_datetime(retry_after)
+                    wait = (when - datetime.now(UTC)).total_seconds()
+            if wait is not None:
+                delay = max(delay, min(wait, 60.0))
         return delay
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:

@@ -21,6 +21,7 @@ from sqlalchemy.pool import NullPool
 from advisor.settings import DatabaseSettings
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "SQLITE_TIMEOUTS",
     "create_engine",
     "database_key",
@@ -61,6 +62,10 @@ def json_dumps(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+#: Seconds to establish a Postgres connection before the request is answered 503.
+CONNECT_TIMEOUT_S = 5.0
+
+
 def create_engine(settings: DatabaseSettings, *, pool: bool = True) -> AsyncEngine:
     """An async engine with the right options per backend."""
     kwargs: dict[str, Any] = {
@@ -71,7 +76,15 @@ def create_engine(settings: DatabaseSettings, *, pool: bool = True) -> AsyncEngi
     }
     if settings.is_sqlite:
         kwargs["connect_args"] = {"timeout": settings.sqlite_busy_timeout_ms / 1000}
-    elif pool:
+    else:
+        # A write waits at most as long for a lock on Postgres as on SQLite, then fails (a 503 with
+        # Retry-After, server/problems.py) instead of holding the request; an unreachable server
+        # fails the connect within CONNECT_TIMEOUT_S, not asyncpg's default minute.
+        kwargs["connect_args"] = {
+            "timeout": CONNECT_TIMEOUT_S,
+            "server_settings": {"lock_timeout": str(int(settings.sqlite_busy_timeout_ms))},
+        }
+    if not settings.is_sqlite and pool:
         kwargs.update(pool_size=settings.pool_size, max_overflow=settings.pool_size, pool_pre_ping=True)
     if not pool:
         kwargs["poolclass"] = NullPool

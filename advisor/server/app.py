@@ -15,7 +15,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import InitPlugin
-from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+from litestar.plugins.prometheus import PrometheusConfig
 from litestar.plugins.structlog import StructlogConfig, StructlogPlugin
 from litestar.types import ControllerRouterHandler
 
@@ -23,6 +23,8 @@ from advisor import __version__
 from advisor.db.config import make_sqlalchemy_config
 from advisor.domain.reports.schedule import start_schedule as start_report_schedule
 from advisor.domain.reports.schedule import stop_schedule as stop_report_schedule
+from advisor.server.limits import InputLimitsMiddleware
+from advisor.server.metrics import DomainMetricsController
 from advisor.server.middleware import RequestIdMiddleware
 from advisor.server.problems import internal_error_handler, problem_details_plugin
 from advisor.settings import Settings, get_settings
@@ -44,11 +46,14 @@ async def _drain_background() -> None:
     await drain_background()
 
 
-class MetricsController(PrometheusController):
+class MetricsController(DomainMetricsController):
     """advisor's own Prometheus metrics (request counts and latencies per route)."""
 
     path = "/metrics"
     openmetrics_format = False
+    #: In token mode the metrics need a read token (route counts and latencies tell an outsider
+    #: what the fleet does); in auth mode none, like everything else, they are open.
+    opt = {"role": "read"}
 
 
 _PROMETHEUS = PrometheusConfig(
@@ -67,6 +72,15 @@ def _auth_plugins(settings: Settings) -> list[InitPlugin]:
     from advisor.domain.auth import TokenAuthPlugin
 
     return [TokenAuthPlugin()]
+
+
+def _throttle(settings: Settings) -> list[Any]:
+    """The per-token (or per-address) request rate, unless ADVISOR_AUTH_RATE_LIMIT_PER_SECOND=0."""
+    if settings.auth.rate_limit_per_second <= 0:
+        return []
+    from advisor.server.throttle import rate_limit_config
+
+    return [rate_limit_config(settings.auth.rate_limit_per_second).middleware]
 
 
 def _openapi_security(settings: Settings) -> dict[str, Any]:
@@ -99,11 +113,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
         structlog_logging_config=StructLoggingConfig(
             wrapper_class=structlog.make_filtering_bound_logger(level),
             log_exceptions="never",  # internal_error_handler logs them once, with the request id
-            disable_stack_trace={400, 404, 409, 413, 415, 422},
+            disable_stack_trace={400, 404, 409, 413, 415, 422, 429, 499, 503},
             pretty_print_tty=settings.server.log_format == "console",
         ),
         middleware_logging_config=LoggingMiddlewareConfig(
-            request_log_fields=("method", "path", "query"),
+            # Never the query string: a token sent as ?token= would land in the log. Headers are
+            # not logged either (Authorization and cookies are secrets).
+            request_log_fields=("method", "path"),
             response_log_fields=["status_code"],
         ),
         # Request logs are INFO lines: above INFO the middleware would only gather what is dropped.
@@ -120,6 +136,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=[
             RequestIdMiddleware(),
             SecurityHeadersMiddleware(),
+            *_throttle(settings),
+            InputLimitsMiddleware(),
             _PROMETHEUS.middleware,
             session_config(secret_key).middleware,
         ],

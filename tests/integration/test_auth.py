@@ -120,7 +120,7 @@ def test_no_token_or_a_garbage_one_is_401(token_client: Any) -> None:
 
 def test_system_endpoints_stay_open(token_client: Any) -> None:
     assert token_client.get("/health").status_code == 200
-    assert token_client.get("/metrics").status_code == 200
+    assert token_client.get("/metrics").status_code == 401  # issue #18: metrics need a read token
     assert token_client.get("/schema/openapi.json").status_code == 200
 
 

@@ -47,3 +47,54 @@ def test_openapi_documents_the_raw_body_endpoints(client: Any) -> None:
     assert submit["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("RunResult")
     assert "application/x-ndjson" in spec["paths"]["/api/v1/runs/bulk"]["post"]["requestBody"]["content"]
     assert "requestBody" in spec["paths"]["/api/v1/advise"]["post"]
+
+
+def test_liveness_and_readiness(client: Any) -> None:
+    live = client.get("/health/live")
+    assert (live.status_code, live.json()) == (200, {"status": "ok"})
+    ready = client.get("/health/ready")
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+    assert client.get("/health").json()["database"]["writable"] is True
+
+
+def _token_app(url: str) -> Any:
+    from advisor.server import create_app
+    from advisor.settings import AuthSettings, DatabaseSettings, ServerSettings, Settings
+
+    return create_app(
+        Settings(
+            db=DatabaseSettings(url=url),
+            server=ServerSettings(log_level="warning"),  # type: ignore[arg-type]
+            auth=AuthSettings(mode="token"),
+        )
+    )
+
+
+def test_health_says_little_to_anonymous_callers_in_token_mode(clean_db: str) -> None:
+    from litestar.testing import TestClient
+
+    from tests.integration.test_auth import _create
+
+    token = _create(clean_db, "ops", "read")
+    with TestClient(app=_token_app(clean_db)) as client:
+        anonymous = client.get("/health")
+        assert (anonymous.status_code, anonymous.json()) == (200, {"status": "ok"})
+        invalid = client.get("/health", headers={"Authorization": "Bearer not-a-token"})
+        assert invalid.json() == {"status": "ok"}
+        trusted = client.get("/health", headers={"Authorization": f"Bearer {token}"}).json()
+        assert trusted["database"]["writable"] is True
+        assert trusted["versions"]["advisor"]
+        assert client.get("/health/ready").json() == {"status": "ready"}
+
+
+def test_metrics_need_a_read_token_in_token_mode(clean_db: str) -> None:
+    from litestar.testing import TestClient
+
+    from tests.integration.test_auth import _create
+
+    token = _create(clean_db, "prometheus", "read")
+    with TestClient(app=_token_app(clean_db)) as client:
+        assert client.get("/metrics").status_code == 401
+        scraped = client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+        assert scraped.status_code == 200, scraped.text
+        assert "advisor_requests_total" in scraped.text

@@ -16,8 +16,10 @@ In ``none`` mode the plugin is not installed at all, so the open API pays nothin
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import Mapping
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,6 +40,7 @@ __all__ = [
     "API_PREFIX",
     "CACHE_TTL_SECONDS",
     "TOUCH_INTERVAL",
+    "FailedAuthLimiter",
     "TokenAuthPlugin",
     "bearer_token",
     "required_role",
@@ -96,6 +99,50 @@ def _forbidden(needed: Role, held: str) -> ProblemDetailsException:
     )
 
 
+def _too_many(wait: float) -> ProblemDetailsException:
+    return ProblemDetailsException(
+        status_code=429,
+        type_=_PROBLEMS + "too-many-requests",
+        title="Too many requests",
+        detail="too many requests with a missing, unknown or invalid token from this address; retry later",
+        headers={"Retry-After": str(max(1, math.ceil(wait)))},
+    )
+
+
+class FailedAuthLimiter:
+    """At most ``per_minute`` missing, unknown or invalid tokens per client address in a sliding
+    minute; past it the address gets 429 without a database lookup until its oldest failure ages out.
+
+    Hand-written rather than Litestar's rate-limit middleware: that one counts every request before
+    the handler runs, while this counts only the refusals the guard makes. Memory is bounded: at most
+    :data:`_MAX_CACHED` addresses, the oldest forgotten first.
+    """
+
+    def __init__(self, per_minute: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self.clock = clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def blocked(self, address: str) -> float | None:
+        """Seconds to wait when ``address`` is over its limit, else None."""
+        times = self._failures.get(address)
+        if times is None:
+            return None
+        now = self.clock()
+        while times and now - times[0] >= 60.0:
+            times.popleft()
+        if len(times) < self.per_minute:
+            return None
+        return 60.0 - (now - times[0])
+
+    def record(self, address: str) -> None:
+        times = self._failures.pop(address, None) or deque(maxlen=self.per_minute)
+        times.append(self.clock())
+        self._failures[address] = times  # most recent last
+        while len(self._failures) > _MAX_CACHED:
+            self._failures.popitem(last=False)
+
+
 @dataclass(frozen=True, slots=True)
 class _Principal:
     token_id: int
@@ -111,6 +158,7 @@ class TokenAuthPlugin(InitPlugin):
         self._verified: dict[str, tuple[float, _Principal]] = {}  # sha256 -> (verified at, principal)
         self._touched: dict[int, float] = {}
         self._pending: set[asyncio.Task[None]] = set()
+        self._limiter: FailedAuthLimiter | None = None
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:
         app_config.guards.append(self.guard)
@@ -123,13 +171,25 @@ class TokenAuthPlugin(InitPlugin):
         scope = connection.scope
         method: str = scope.get("method", "GET")  # type: ignore[assignment]  # websockets have none
         needed = required_role(method, scope.get("path_template", scope["path"]), handler.opt)
-        if needed is None:
-            return
         token = bearer_token(connection.headers.get("authorization"))
+        if needed is None:
+            # An open route may still say more to a valid token (opt auth="optional": /health).
+            if token is not None and handler.opt.get("auth") == "optional":
+                principal = await self._verify(connection.app.state.sqlalchemy_config, token, connection.logger)
+                if principal is not None:
+                    connection.state.token_name = principal.name
+            return
+        address = connection.client.host if connection.client else "unknown"
+        failures = self._failures(connection)
+        wait = failures.blocked(address)
+        if wait is not None:  # this address sent too many bad tokens: no database lookup at all
+            raise _too_many(wait)
         if token is None:
+            failures.record(address)
             raise _unauthorized("this endpoint needs an Authorization: Bearer <token> header", invalid=False)
         principal = await self._verify(connection.app.state.sqlalchemy_config, token, connection.logger)
         if principal is None:
+            failures.record(address)
             connection.logger.info("auth.rejected", reason="unknown, revoked or expired token", path=scope["path"])
             raise _unauthorized("the token is unknown, revoked or expired", invalid=True)
         if not role_allows(principal.role, needed):
@@ -137,10 +197,16 @@ class TokenAuthPlugin(InitPlugin):
             raise _forbidden(needed, principal.role)
         connection.state.token_name = principal.name  # for handlers and logs; never the token
 
+    def _failures(self, connection: ASGIConnection[Any, Any, Any, Any]) -> FailedAuthLimiter:
+        if self._limiter is None:
+            self._limiter = FailedAuthLimiter(connection.app.state.settings.auth.failed_per_minute)
+        return self._limiter
+
     def reset(self) -> None:
-        """Forget every verified token (tests)."""
+        """Forget every verified token and counted failure (tests)."""
         self._verified.clear()
         self._touched.clear()
+        self._limiter = None
 
     async def drain(self) -> None:
         if self._pending:
