@@ -67,8 +67,8 @@ docs-check: install ## Fail when a generated file (goldens, docs/rules.md) is st
 	@if [ -f tests/ingest_goldens.py ]; then $(BIN)/python -m tests.ingest_goldens --check; fi
 	@if [ -f advisor/rules/docs.py ]; then $(BIN)/python -m advisor.rules.docs --check; fi
 
-bench: install ## Run the benchmarks in bench/ (see docs/benchmarks.md)
-	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+bench: install ## Run the benchmark suite one at a time and rewrite the summary of docs/benchmarks.md (BENCH=ingest,advise,... for some; needs wrk)
+	$(BIN)/python -m bench.run_all $(if $(BENCH),--only $(BENCH))
 
 clean: ## Remove the virtualenv, caches and the local database
 	rm -rf $(VENV) .uv .pytest_cache .mypy_cache .ruff_cache advisor.db advisor.db-shm advisor.db-wal

@@ -19,6 +19,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
+#: The process id of each running :func:`server`, by base URL (for its memory).
+PIDS: dict[str, int] = {}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -48,16 +51,28 @@ def server(app: str, env: dict[str, str] | None = None) -> Iterator[str]:
         env={**os.environ, **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
+    PIDS[url] = proc.pid
     try:
         for _ in range(200):
+            if proc.poll() is not None:
+                raise SystemExit(f"{app} exited with {proc.returncode} before it answered")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(url + "/health", timeout=1).status_code < 500 or app.endswith("_echo_app:app"):
                     break
             time.sleep(0.1)
         yield url
     finally:
+        PIDS.pop(url, None)
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def rss_mb(url: str) -> float:
+    """Resident memory of the :func:`server` at ``url``, in MB (Linux)."""
+    for line in Path(f"/proc/{PIDS[url]}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise LookupError("no VmRSS")
 
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,122 +1,198 @@
-"""Ingestion throughput (DESIGN §8).
+"""Ingestion throughput (DESIGN §8, issue #19's method).
 
-1. POST /api/v1/runs of distinct canonical runs (stored and analysed: rules, physics, expectations),
-   against a bare Litestar endpoint that only decodes the same bodies. Each is one uvicorn process;
-   the same client drives both, in the same script run. Target: ratio >= 25%.
-2. POST /api/v1/runs/bulk of 10,000 runs (NDJSON) on SQLite. Target: >= 5,000 runs/s.
+1. ``POST /api/v1/runs`` of distinct canonical runs (each stored and analysed: rules, physics,
+   expectations, baseline), against the reference: a bare Litestar endpoint that only decodes the
+   same body into advisor's canonical-run msgspec Struct (``bench/_echo_app.py``). Each server is
+   one uvicorn process; ``wrk -t1 -c16 -d10s -s bench/ingest.lua`` drives it (wrk is C: it keeps
+   the reference's CPU saturated, which a Python client cannot). The two are measured in alternating
+   rounds and each side's median kept. Target: ratio >= 0.25.
+2. Bulk: 20,000 canonical runs as JSON arrays of 5,000, posted one after the other to
+   ``POST /api/v1/runs/bulk``. Target: >= 5,000 runs/s.
 
-    .venv/bin/python -m bench.ingest [--requests 3000] [--rounds 5] [--concurrency 8] [--backfill] [--database-url URL]
+On SQLite (a new file) and on Postgres (a new database on ADVISOR_BENCH_POSTGRES_URL's server,
+default postgresql+asyncpg://postgres@127.0.0.1:5432/postgres, dropped afterwards).
+
+    .venv/bin/python -m bench.ingest [--backend sqlite|postgres|both] [--rounds 3] [--seconds 10]
+        [--connections 16] [--bulk 20000] [--bulk-batch 5000] [--json PATH]
+
+Needs wrk (``apt-get install -y wrk``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import random
+import shutil
 import statistics
 import subprocess
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from bench._common import PYTHON, ROOT, canonical_run, server
+from bench._common import PYTHON, ROOT, canonical_run, rss_mb, server
+
+__all__ = ["main"]
+
+LUA = ROOT / "bench" / "ingest.lua"
+PG_ADMIN = os.environ.get("ADVISOR_BENCH_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
 
 
-async def _drive(url: str, bodies: list[bytes], concurrency: int) -> float:
-    """Requests per second, with ``concurrency`` requests in flight."""
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
-    for body in bodies:
-        queue.put_nowait(body)
-    failures: list[str] = []
-
-    async def worker(client: httpx.AsyncClient) -> None:
-        while not queue.empty():
-            body = queue.get_nowait()
-            response = await client.post(url, content=body, headers={"content-type": "application/json"})
-            if response.status_code >= 300:
-                failures.append(f"{response.status_code} {response.text[:200]}")
-
-    async with httpx.AsyncClient(timeout=60) as client:
-        start = time.perf_counter()
-        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
-        elapsed = time.perf_counter() - start
-    if failures:
-        raise SystemExit(f"{len(failures)} requests failed, e.g. {failures[0]}")
-    return len(bodies) / elapsed
+def wrk(url: str, *, seconds: int, connections: int) -> dict[str, Any]:
+    """One wrk run of bench/ingest.lua: requests/s, p99 and the count of non-2xx answers."""
+    done = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(LUA), url],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 60,
+    )
+    line = next(x for x in done.stdout.splitlines() if x.startswith("JSON "))
+    result: dict[str, Any] = json.loads(line[5:])
+    result["rps"] = result["requests"] / result["seconds"]
+    if result["non2xx"]:
+        raise SystemExit(f"{url}: {result['non2xx']} answers were not 2xx: {done.stderr[:500]}")
+    return result
 
 
-def _prepare_db(path: Path, url: str | None = None) -> dict[str, str]:
-    env = {"ADVISOR_DATABASE_URL": url or f"sqlite+aiosqlite:///{path}", "ADVISOR_LOG_LEVEL": "warning"}
-    for command in (["db", "upgrade"], ["catalog", "load"]):
-        subprocess.run(
-            [PYTHON, "-m", "advisor", *command],
-            cwd=ROOT,
-            env={**__import__("os").environ, **env},
-            check=True,
-            capture_output=True,
-        )
+def _prepare_db(url: str) -> dict[str, str]:
+    env = {"ADVISOR_DATABASE_URL": url, "ADVISOR_LOG_LEVEL": "warning"}
+    subprocess.run(
+        [PYTHON, "-m", "advisor", "db", "upgrade"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+    )
     return env
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=3000)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds (medians)")
-    parser.add_argument("--bulk", type=int, default=10_000)
-    parser.add_argument(
-        "--backfill", action="store_true", help="submit the runs in random measured_at order (a backfill)"
-    )
-    parser.add_argument(
-        "--database-url", default=None, help="POST /runs against this database (default: a fresh SQLite file)"
-    )
-    args = parser.parse_args()
-    rng = random.Random(42)
-    warm = [json.dumps(canonical_run(i - 50, rng)).encode() for i in range(50)]
-    bodies = [json.dumps(canonical_run(i, rng)).encode() for i in range(args.requests)]
-    if args.backfill:
-        rng.shuffle(bodies)  # measured_at in random order: most baselines need a query
+async def _pg_admin(sql: str) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
 
-    with tempfile.TemporaryDirectory() as tmp:
-        env = _prepare_db(Path(tmp) / "bench.db", args.database_url)
-        # Both servers stay up; the two sides are measured in alternating rounds (new runs each
-        # round) and each side's median is kept, so a burst of noise on this shared machine moves
-        # one round, not the ratio.
-        echo_rates: list[float] = []
-        runs_rates: list[float] = []
-        per_round = len(bodies) // args.rounds
-        with server("bench._echo_app:app") as echo_url, server("advisor.server.asgi:app", env) as url:
-            asyncio.run(_drive(echo_url + "/echo", warm, args.concurrency))
-            asyncio.run(_drive(url + "/api/v1/runs", warm, args.concurrency))
-            for r in range(args.rounds):
-                chunk = bodies[r * per_round : (r + 1) * per_round]
-                echo_rates.append(asyncio.run(_drive(echo_url + "/echo", chunk, args.concurrency)))
-                runs_rates.append(asyncio.run(_drive(url + "/api/v1/runs", chunk, args.concurrency)))
-        echo_rps = statistics.median(echo_rates)
-        runs_rps = statistics.median(runs_rates)
+    engine = create_async_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(sql))
+    finally:
+        await engine.dispose()
 
-        bulk_env = _prepare_db(Path(tmp) / "bulk.db")
-        ndjson = b"\n".join(json.dumps(canonical_run(1_000_000 + i, rng)).encode() for i in range(args.bulk))
-        with server("advisor.server.asgi:app", bulk_env) as url:
-            start = time.perf_counter()
-            response = httpx.post(url + "/api/v1/runs/bulk", content=ndjson, timeout=600)
-            bulk_seconds = time.perf_counter() - start
-            if response.status_code != 200 or response.json()["created"] != args.bulk:
+
+@contextlib.contextmanager
+def database(backend: str, tmp: Path) -> Iterator[str]:
+    """A new, empty database of ``backend``; its async URL."""
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp / f'bench-{uuid.uuid4().hex[:8]}.db'}"
+        return
+    from sqlalchemy.engine import make_url
+
+    name = f"advisor_bench_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def single(backend: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with database(backend, tmp) as url:
+        env = _prepare_db(url)
+        echo: list[float] = []
+        runs: list[dict[str, Any]] = []
+        with server("bench._echo_app:app") as echo_url, server("advisor.server.asgi:app", env) as advisor_url:
+            # Warm-up: every route, cache and connection pool once.
+            wrk(echo_url + "/echo", seconds=2, connections=args.connections)
+            wrk(advisor_url + "/api/v1/runs", seconds=2, connections=args.connections)
+            for _ in range(args.rounds):
+                echo.append(wrk(echo_url + "/echo", seconds=args.seconds, connections=args.connections)["rps"])
+                runs.append(wrk(advisor_url + "/api/v1/runs", seconds=args.seconds, connections=args.connections))
+            rss = rss_mb(advisor_url)
+    runs_rps = statistics.median(r["rps"] for r in runs)
+    echo_rps = statistics.median(echo)
+    return {
+        "echo_rps": echo_rps,
+        "runs_rps": runs_rps,
+        "ratio": runs_rps / echo_rps,
+        "runs_p99_ms": statistics.median(r["p99_ms"] for r in runs),
+        "server_rss_mb": rss,
+        "rounds": [{"echo": e, "runs": r["rps"]} for e, r in zip(echo, runs, strict=True)],
+    }
+
+
+def bulk(backend: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    rng = random.Random(7)
+    arrays = [
+        json.dumps([canonical_run(2_000_000 + start + i, rng) for i in range(args.bulk_batch)]).encode()
+        for start in range(0, args.bulk, args.bulk_batch)
+    ]
+    with (
+        database(backend, tmp) as url,
+        server("advisor.server.asgi:app", _prepare_db(url)) as advisor_url,
+        httpx.Client(base_url=advisor_url, timeout=600) as client,
+    ):
+        start = time.perf_counter()
+        created = 0
+        for body in arrays:
+            response = client.post("/api/v1/runs/bulk", content=body, headers={"content-type": "application/json"})
+            if response.status_code != 200:
                 raise SystemExit(f"bulk failed: {response.status_code} {response.text[:300]}")
+            created += response.json()["created"]
+        seconds = time.perf_counter() - start
+    if created != args.bulk:
+        raise SystemExit(f"bulk stored {created} of {args.bulk} runs")
+    return {"runs": created, "seconds": seconds, "runs_per_s": created / seconds}
 
-    rounds = ", ".join(f"{e:.0f}/{r:.0f}" for e, r in zip(echo_rates, runs_rates, strict=True))
-    print(f"rounds (echo/runs req/s): {rounds}")
-    ratio = runs_rps / echo_rps
-    bulk_rate = args.bulk / bulk_seconds
-    print(f"echo (decode only)      : {echo_rps:8.1f} req/s")
-    print(f"POST /api/v1/runs        : {runs_rps:8.1f} req/s  (ratio {ratio:.1%}, target >= 25%)")
-    print(
-        f"POST /api/v1/runs/bulk   : {bulk_rate:8.0f} runs/s ({args.bulk} runs in {bulk_seconds:.2f} s, target >= 5000)"
-    )
-    ok = ratio >= 0.25 and bulk_rate >= 5000
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per side (medians)")
+    parser.add_argument("--seconds", type=int, default=10, help="wrk -d per round")
+    parser.add_argument("--connections", type=int, default=16, help="wrk -c")
+    parser.add_argument("--bulk", type=int, default=20_000, help="runs in the bulk part (0: skip it)")
+    parser.add_argument("--bulk-batch", type=int, default=5_000, help="runs per bulk request (a JSON array)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench.ingest needs wrk: apt-get install -y wrk")
+
+    load = os.getloadavg()
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.2f}, {os.cpu_count()} cores")
+    print(f"wrk -t1 -c{args.connections} -d{args.seconds}s -s bench/ingest.lua, {args.rounds} rounds per side")
+    results: dict[str, Any] = {"load": load[0], "cores": os.cpu_count(), "connections": args.connections}
+    ok = True
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        for backend in backends:
+            one = single(backend, Path(tmp_dir), args)
+            rounds = ", ".join(f"{r['echo']:.0f}/{r['runs']:.0f}" for r in one["rounds"])
+            print(f"[{backend}] rounds (echo/runs req/s): {rounds}")
+            print(
+                f"[{backend}] echo {one['echo_rps']:8.0f} req/s | POST /api/v1/runs {one['runs_rps']:6.0f} req/s "
+                f"(p99 {one['runs_p99_ms']:.0f} ms) | ratio {one['ratio']:.3f} (target >= 0.25) | "
+                f"server RSS {one['server_rss_mb']:.0f} MB"
+            )
+            ok = ok and one["ratio"] >= 0.25
+            if args.bulk:
+                one["bulk"] = bulk(backend, Path(tmp_dir), args)
+                b = one["bulk"]
+                print(
+                    f"[{backend}] bulk {b['runs_per_s']:8.0f} runs/s ({b['runs']} runs as arrays of "
+                    f"{args.bulk_batch} in {b['seconds']:.2f} s, target >= 5000)"
+                )
+                ok = ok and b["runs_per_s"] >= 5000
+            results[backend] = one
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
     print("PASS" if ok else "BELOW TARGET")
 
 
