@@ -64,13 +64,16 @@ def model_list(ctx: click.Context, /, **p: Any) -> None:
 
 @model_group.command("fit")
 @click.option("--activate/--no-activate", default=None, help="Make the new version the active one.")
+@click.option("--force", is_flag=True, help="Activate even if it loses to a baseline on a CV grouping.")
 @output_option("text", "json")
 @client_options
 @click.pass_context
 @handle_errors
-def model_fit(ctx: click.Context, /, activate: bool | None, **p: Any) -> None:
+def model_fit(ctx: click.Context, /, activate: bool | None, force: bool, **p: Any) -> None:
     """Fit a new model version on the reference data and the fleet's runs."""
-    options = {} if activate is None else {"activate": activate}
+    options: dict[str, Any] = {} if activate is None else {"activate": activate}
+    if force:
+        options["force"] = True
     with make_client(ctx, p["url"], p["token"], p["timeout"], p["retries"]) as client:
         job = client.wait_for_job(client.fit_model(options))
     if p["output"] == "json":
@@ -84,6 +87,10 @@ def model_fit(ctx: click.Context, /, activate: bool | None, **p: Any) -> None:
         )
     if job.get("status") != "succeeded":
         ctx.exit(ExitCode.UNREACHABLE)  # the server could not fit (see the job error), or it timed out
+    refused = (job.get("result") or {}).get("activation_refused")
+    if refused:
+        click.echo(f"advisor: not activated: {refused}", err=True)
+        ctx.exit(ExitCode.GATE)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -121,8 +128,9 @@ def _summary_table(summary: dict[str, Any]) -> Any:
 @click.option("--notes", default=None, help="A note stored with the version.")
 @click.option("--no-public", is_flag=True, help="Train on the fleet's runs only (not the shipped published runs).")
 @click.option("--no-cv", is_flag=True, help="Skip cross-validation (intervals become in-sample; for quick tries).")
+@click.option("--force", is_flag=True, help="Activate even if it loses to a baseline on a CV grouping.")
 @click.option("--json", "as_json", is_flag=True, help="Print the finished job as JSON.")
-def db_fit(activate: bool, notes: str | None, no_public: bool, no_cv: bool, as_json: bool) -> None:
+def db_fit(activate: bool, notes: str | None, no_public: bool, no_cv: bool, force: bool, as_json: bool) -> None:
     """Fit a new version on the database's runs and the published runs, with a progress bar."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -130,7 +138,7 @@ def db_fit(activate: bool, notes: str | None, no_public: bool, no_cv: bool, as_j
     from advisor.domain.models.schemas import FitIn
     from advisor.domain.models.services import JobService, run_fit_job, start_fit
 
-    params = FitIn(activate=activate, notes=notes, include_public=not no_public, cv=not no_cv)
+    params = FitIn(activate=activate, notes=notes, include_public=not no_public, cv=not no_cv, force=force)
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
 
@@ -163,6 +171,10 @@ def db_fit(activate: bool, notes: str | None, no_public: bool, no_cv: bool, as_j
         console.print(_summary_table(result.get("summary") or {}))
     if job.status != "succeeded":
         click.echo(f"advisor: the fit failed: {job.error}", err=True)
+        sys.exit(ExitCode.GATE)
+    refused = (job.result or {}).get("activation_refused")
+    if refused:
+        click.echo(f"advisor: not activated: {refused}", err=True)
         sys.exit(ExitCode.GATE)
 
 

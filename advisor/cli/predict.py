@@ -9,6 +9,7 @@ import click
 
 from advisor.cli.client import emit, handle_errors, make_client
 from advisor.cli.options import client_options, output_option, parse_spec
+from advisor.client.exit_codes import ExitCode
 from advisor.client.render import fmt, render_json, table
 
 __all__ = ["predict_command"]
@@ -35,6 +36,9 @@ _BANDS = (
 @click.option("--output-tokens", type=click.IntRange(min=1), default=128, show_default=True)
 @click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=15, show_default=True, help="Devices shown when ranking.")
+@click.option(
+    "--allow-no-fit", is_flag=True, help="Exit 0 even when the model does not fit the setup's memory (else exit 1)."
+)
 @output_option("text", "md", "json")
 @client_options
 @click.pass_context
@@ -46,6 +50,9 @@ def predict_command(ctx: click.Context, /, **p: Any) -> None:
     Examples:
       advisor predict --model llama-3.1-8b --hardware nvidia-a10g --quantization bf16
       advisor predict --model llama-3.1-8b --quantization Q4_K_M --prompt-tokens 2000
+      advisor predict --model llama-3.1-70b --hardware nvidia-h100-sxm --gpu-count 4
+
+    A setup whose model does not fit in memory is reported and exits 1 (--allow-no-fit: 0).
     """
     model = parse_spec(p["model"], "--model")
     with make_client(ctx, p["url"], p["token"], p["timeout"], p["retries"]) as client:
@@ -59,6 +66,9 @@ def predict_command(ctx: click.Context, /, **p: Any) -> None:
                 "output_tokens": p["output_tokens"],
                 "concurrency": p["concurrency"],
             }
+            for name in ("gpu_count", "tensor_parallel"):
+                if p[name] is not None:
+                    params[name] = p[name]
             ranking = client.rank_hardware(str(model), **params)
             if p["output"] == "json":
                 emit(render_json(ranking))
@@ -73,10 +83,21 @@ def predict_command(ctx: click.Context, /, **p: Any) -> None:
                     (r.get("prefill_tok_s") or {}).get("expected"),
                     (r.get("ttft_ms") or {}).get("expected"),
                     fmt(r.get("fits_in_memory")),
+                    fmt(r.get("min_gpus_to_fit")),
                 ]
                 for r in ranking[: p["top"]]
             ]
-            headers = ["#", "hardware", "GB/s", "decode tok/s", "ceiling", "prefill tok/s", "TTFT ms", "fits"]
+            headers = [
+                "#",
+                "hardware",
+                "GB/s",
+                "decode tok/s",
+                "ceiling",
+                "prefill tok/s",
+                "TTFT ms",
+                "fits",
+                "min GPUs",
+            ]
             style = "md" if p["output"] == "md" else "text"
             emit(f"{model}, {p['prompt_tokens']}-token prompts: devices ranked by predicted decode speed")
             emit(table(headers, rows, style=style))
@@ -99,6 +120,7 @@ def predict_command(ctx: click.Context, /, **p: Any) -> None:
         answer = client.predict({k: v for k, v in setup.items() if v is not None}, workload)
     if p["output"] == "json":
         emit(render_json(answer))
+        _exit_unless_fits(ctx, answer, allow=p["allow_no_fit"])
         return
     style = "md" if p["output"] == "md" else "text"
     rows = [
@@ -116,8 +138,28 @@ def predict_command(ctx: click.Context, /, **p: Any) -> None:
         ("max concurrent sequences", fmt(answer.get("max_concurrent_sequences"))),
         ("bound", ", ".join(f"{k}: {v}" for k, v in (answer.get("bound") or {}).items())),
         ("model", f"{answer.get('model_version')} ({answer.get('expectation_source')})"),
+        ("carried by", fmt(answer.get("carried_by"))),
+        (
+            "fits in memory",
+            f"{fmt(answer.get('fits_in_memory'))} (fewest GPUs that fit: {fmt(answer.get('min_gpus_to_fit'))})",
+        ),
     ]
     emit("")
     emit("\n".join(f"{k}: {v}" for k, v in facts))
     for note in answer.get("notes") or []:
         emit(f"note: {note}")
+    _exit_unless_fits(ctx, answer, allow=p["allow_no_fit"])
+
+
+def _exit_unless_fits(ctx: click.Context, answer: dict[str, Any], *, allow: bool) -> None:
+    """Say so and exit 1 when the model does not fit the setup (a speed for it is fiction)."""
+    if answer.get("fits_in_memory") is not False:
+        return
+    fewest = answer.get("min_gpus_to_fit")
+    hint = f"; {fewest} of these devices would" if fewest else "; no group of up to 8 of these devices would"
+    click.echo(
+        f"advisor: the model does not fit in memory on {answer.get('gpu_count') or 1} device(s){hint}",
+        err=True,
+    )
+    if not allow:
+        ctx.exit(ExitCode.GATE)

@@ -80,15 +80,22 @@ def _kind_level(cell: str) -> str:
     return cell.split("/", 1)[0] + "/*"
 
 
-def compute_correction(kind: object, estimated: float, log_tflops: float, log_bandwidth_gb_s: float) -> float:
-    """Log factor by which a GPU's or accelerator's *estimated* compute understates a typical one.
+def compute_correction(
+    kind: object, estimated: float, log_tflops: float, log_bandwidth_gb_s: float, vendor: object = None
+) -> float:
+    """Log factor by which an NVIDIA GPU's or accelerator's *estimated* compute understates a
+    typical one.
 
     ``max(0, log(TYPICAL_OPS_PER_BYTE[kind]) − log(estimated TFLOPS × 1000 / bandwidth))`` when the
-    compute figure is the physics' stand-in, else 0. A DGX Spark (273 GB/s, stand-in 27 TFLOPS)
-    gets log(205/100): llama.cpp prefill "exceeds" the stand-in ceiling there, and against the
-    typical ceiling it lands where datasheet GPUs do.
+    compute figure is the physics' stand-in and the vendor is NVIDIA, else 0. An inline NVIDIA
+    device of 273 GB/s (stand-in 27 TFLOPS) gets log(205/100). The typical ratio is the catalogue's
+    median, which datacenter and NVIDIA parts dominate: an AMD or Intel iGPU or APU given by its
+    bandwidth alone keeps the conservative stand-in (issue #17 reports such an APU, raised to the
+    median, predicted about 10× too fast), as does a device of unknown vendor.
     """
     if not estimated or not isinstance(kind, str) or kind not in TYPICAL_OPS_PER_BYTE:
+        return 0.0
+    if not isinstance(vendor, str) or vendor.strip().lower() != "nvidia":
         return 0.0
     if not (math.isfinite(log_tflops) and math.isfinite(log_bandwidth_gb_s)):
         return 0.0
@@ -125,6 +132,7 @@ class _Inputs:
                 frame["tflops_estimated"].tolist(),
                 frame["log_tflops"].tolist(),
                 frame["log_bandwidth_gb_s"].tolist(),
+                frame["vendor"].tolist(),
                 strict=True,
             )
             correction = np.array([compute_correction(*c) for c in columns], dtype=np.float64)
@@ -178,6 +186,7 @@ class PhysicalBase:
                 float(row[_IDX["tflops_estimated"]]),  # type: ignore[arg-type]
                 float(row[_IDX["log_tflops"]]),  # type: ignore[arg-type]
                 float(row[_IDX["log_bandwidth_gb_s"]]),  # type: ignore[arg-type]
+                row[_IDX["vendor"]],
             )
         p = self.params
         if self.shape == _DECODE:

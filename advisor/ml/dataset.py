@@ -283,6 +283,11 @@ def _num(value: str | None) -> float | None:
     return float(value) if value not in (None, "") else None
 
 
+def _catalog_fp16(hw: HardwareSpec) -> float | None:
+    """The catalog's 16-bit dense figure for a device (fp16, else bf16), None without one."""
+    return hw.fp16_tflops or hw.bf16_tflops
+
+
 def _quant_family(name: str) -> str:
     if name.startswith("MLX"):
         return "custom"
@@ -352,9 +357,11 @@ def public_observations(
             # across GPUs: neither one GPU nor all of them is the right ceiling.
             continue
         kind = hardware_kind(row["hardware"])
-        fp16 = _num(row["peak_fp16_tflops"])
-        eight_bit = fp16 * 2 if fp16 and row["quant"] in ("FP8", "FP4") else None
         known = hardware_lookup(re.sub(r"^\d+x\s+", "", row["hardware"])) if hardware_lookup else None
+        # A row without a figure takes the catalog's (hardware_compute.csv), so training sees
+        # the same compute a prediction for that device uses.
+        fp16 = _num(row["peak_fp16_tflops"]) or (_catalog_fp16(known) if known is not None else None)
+        eight_bit = fp16 * 2 if fp16 and row["quant"] in ("FP8", "FP4") else None
         vendor = known.vendor if known is not None else _vendor_of(row["hardware"])
         hw = HardwareSpec(
             known.id if known is not None else "row",

@@ -7,10 +7,15 @@ The physics-only prior (:mod:`advisor.ml.prior`) and, later, the fitted model bo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Band", "Expectations"]
+__all__ = ["CARRIERS", "Band", "Expectations", "physical_band"]
+
+#: What carried a prediction: the fitted model, a baseline (roofline × constant, where the model
+#: has not seen the kind of device) or the physics prior.
+CARRIERS: tuple[str, ...] = ("model", "baseline", "prior")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,24 @@ class Band:
         return {"ceiling": self.ceiling, "expected": self.expected, "low": self.low, "high": self.high}
 
 
+def physical_band(expected: float, low: float, high: float, bound: float | None, *, rate: bool) -> Band:
+    """A Band made physical: for a rate ``low ≤ expected ≤ high ≤ ceiling``, for a latency
+    ``floor ≤ low ≤ expected ≤ high``. A value past the bound is moved onto it (a fitted model or
+    a calibrated efficiency above 1 can claim more than the physics allows); the order is then
+    restored without widening the band."""
+    if bound is not None and math.isfinite(bound) and bound > 0:
+        if rate:
+            high = min(high, bound)
+            expected = min(expected, high)
+            low = min(low, expected)
+        else:
+            low = max(low, bound)
+            expected = max(expected, low)
+            high = max(high, expected)
+    low, high = min(low, expected), max(high, expected)
+    return Band(expected=expected, low=low, high=high, ceiling=bound)
+
+
 @dataclass(frozen=True, slots=True)
 class Expectations:
     """Expected per-sequence decode and prefill rates, TTFT and ITL for one setup and workload.
@@ -54,6 +77,8 @@ class Expectations:
     source: str
     ttft_p99_ms: Band | None = None
     itl_p99_ms: Band | None = None
+    #: One of :data:`CARRIERS` (None: not stated, as before this field existed).
+    carried_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -64,6 +89,8 @@ class Expectations:
             "model_version": self.model_version,
             "source": self.source,
         }
+        if self.carried_by is not None:
+            out["carried_by"] = self.carried_by
         for name in ("ttft_p99_ms", "itl_p99_ms"):
             band: Band | None = getattr(self, name)
             if band is not None:

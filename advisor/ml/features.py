@@ -25,10 +25,14 @@ __all__ = [
     "CATEGORICAL",
     "FEATURES",
     "NUMERIC",
+    "TREE_NEUTRAL",
     "FeatureInput",
     "feature_frame",
     "feature_row",
+    "hardware_family",
     "runtime_family",
+    "tree_frame",
+    "tree_rows",
 ]
 
 #: Categorical columns (strings; None = missing).
@@ -59,6 +63,14 @@ NUMERIC: tuple[str, ...] = (
     "decode_compute_bound",
 )
 FEATURES: tuple[str, ...] = CATEGORICAL + NUMERIC
+
+#: Columns a head's trees see as a constant (nothing to split on), per target. Decode is bound by
+#: bandwidth; compute enters it only through ``log_decode_ceiling`` and ``decode_compute_bound``.
+#: A compute figure otherwise acts as a fingerprint of the device that does not carry to others:
+#: with the catalog's vendor figures for Apple GPUs the decode trees split on it and
+#: leave-one-source-out decode error rose from 14 % to 16 % (docs/model.md).
+TREE_NEUTRAL: dict[str, tuple[str, ...]] = {"decode_tok_s": ("log_tflops", "tflops_estimated")}
+_NEUTRAL_INDEX = {target: tuple(FEATURES.index(c) for c in cols) for target, cols in TREE_NEUTRAL.items()}
 
 #: Runtime → engine family. The family lets what is learnt about one continuous-batching server
 #: carry to another with few runs of its own (TGI has no public rows at all).
@@ -142,6 +154,35 @@ def feature_row(item: FeatureInput) -> tuple[object, ...]:
         _log(roof.decode_ceiling_batch_tok_s),
         float(roof.decode_bound == "compute"),
     )
+
+
+def hardware_family(kind: object, vendor: object) -> str:
+    """``gpu/nvidia``, ``apple_soc/apple``, ``gpu/amd``: a hardware kind and vendor (as
+    :func:`feature_row` spells them; ``?`` when missing). What leave-one-family-out CV holds out
+    and what a head's fallback checks (:class:`advisor.ml.model.Fallback`)."""
+    return f"{kind if isinstance(kind, str) else '?'}/{vendor if isinstance(vendor, str) else '?'}"
+
+
+def tree_frame(target: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as ``target``'s trees see it (:data:`TREE_NEUTRAL` columns set to 0)."""
+    neutral = TREE_NEUTRAL.get(target)
+    if not neutral:
+        return frame
+    return frame.assign(**dict.fromkeys(neutral, 0.0))
+
+
+def tree_rows(target: str, rows: Sequence[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """Feature rows as ``target``'s trees see them (the same as :func:`tree_frame`)."""
+    index = _NEUTRAL_INDEX.get(target)
+    if not index:
+        return list(rows)
+    out = []
+    for row in rows:
+        values = list(row)
+        for i in index:
+            values[i] = 0.0
+        out.append(tuple(values))
+    return out
 
 
 def feature_frame(items: Iterable[FeatureInput] | Sequence[tuple[object, ...]]) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from sklearn.pipeline import Pipeline
+from threadpoolctl import threadpool_limits
 
 __all__ = ["ROW_BY_ROW", "CompiledPipeline"]
 
@@ -159,7 +160,11 @@ class CompiledPipeline:
         """Raw predictions for a large batch: this encoding, then the fitted estimator's own
         predict (faster than walking arrays once there are hundreds of rows; the DataFrame and
         ColumnTransformer round trip is what it skips)."""
-        return np.asarray(pipeline.named_steps["model"].predict(self.encode(rows)), dtype=np.float64)
+        # One OpenMP thread: scikit-learn walks the trees with an OpenMP loop whose threads, on a
+        # busy host, spin waiting for each other (1,000 rows: 12 ms on one thread, 50-600 ms on
+        # two at load 6 on 2 cores; docs/benchmarks.md).
+        with threadpool_limits(limits=1, user_api="openmp"):
+            return np.asarray(pipeline.named_steps["model"].predict(self.encode(rows)), dtype=np.float64)
 
     def predict_encoded(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Raw predictions for an encoded matrix (what ``Pipeline.predict`` returns)."""

@@ -23,16 +23,55 @@ from sklearn.pipeline import Pipeline
 
 from advisor.ml.base import PhysicalBase
 from advisor.ml.dataset import reference
-from advisor.ml.expectations import Band, Expectations
-from advisor.ml.features import FeatureInput, feature_frame, feature_row
+from advisor.ml.expectations import Band, Expectations, physical_band
+from advisor.ml.features import FeatureInput, feature_frame, feature_row, hardware_family, tree_rows
 from advisor.ml.forest import CompiledPipeline
 from advisor.ml.prior import TTFT_OVERHEAD_MS
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline
 
-__all__ = ["BATCH_THRESHOLD", "Head", "PerformanceModel"]
+__all__ = ["BATCH_THRESHOLD", "COMPUTE_TARGETS", "FALLBACK_WIDENING", "Fallback", "Head", "PerformanceModel"]
 
 #: From this many rows on, scikit-learn's own predict is faster than the per-row evaluator.
 BATCH_THRESHOLD = 64
+#: Targets whose reference depends on the device's compute figure (their band widens when that
+#: figure is only estimated: an inline device given by its bandwidth alone).
+COMPUTE_TARGETS = frozenset({"prefill_tok_s", "ttft_p50_ms", "ttft_p99_ms"})
+#: The baseline's band on a kind of device the model never saw is its training residuals'
+#: 10th-90th percentile widened by this factor (errors cluster by device, and this device's
+#: kind contributed none of them).
+FALLBACK_WIDENING = 1.5
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """What a head answers for a hardware kind absent from its training rows: the roofline times
+    the best constant (``constant`` = weighted median log ratio) with a wider band (``interval``,
+    log offsets). Trees answer such a row from the nearest leaf, which is no better than the
+    constant and can be far worse (an APU answered like a datacenter GPU)."""
+
+    constant: float
+    interval: tuple[float, float]
+    families: frozenset[str]
+    #: ``"constant"``: roofline × ``constant``; ``"base"``: the physics-shaped base alone (what
+    #: scored better on kinds left out in cross-validation, :func:`advisor.ml.train.fit`).
+    mode: str = "constant"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "constant": self.constant,
+            "interval": list(self.interval),
+            "families": sorted(self.families),
+            "mode": self.mode,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Fallback:
+        low, high = data["interval"]
+        mode = str(data.get("mode", "constant"))
+        if mode not in ("constant", "base"):
+            raise ValueError(f"unknown fallback mode {mode!r}")
+        families = frozenset(str(k) for k in data["families"])
+        return cls(float(data["constant"]), (float(low), float(high)), families, mode)
 
 
 @dataclass
@@ -47,6 +86,20 @@ class Head:
     n_train: int
     compiled: CompiledPipeline | None = field(default=None, repr=False, compare=False)
     base: PhysicalBase | None = None
+    fallback: Fallback | None = None
+
+    def falls_back(self, family: str) -> bool:
+        """Whether a row of this hardware family (:func:`advisor.ml.features.hardware_family`) is
+        answered by the fallback: neither its kind and vendor nor, without a vendor, its kind was
+        in the training rows."""
+        if self.fallback is None or family in self.fallback.families:
+            return False
+        kind, _, vendor = family.partition("/")
+        if vendor == "?":
+            # The caller did not say the vendor (a bare roofline, as the rules' what-ifs pass):
+            # judged by the kind alone.
+            return not any(known.partition("/")[0] == kind for known in self.fallback.families)
+        return True
 
     def offsets(self, kind: str | None) -> tuple[float, float]:
         """Interval offsets for a hardware kind, never excluding the point prediction."""
@@ -55,12 +108,13 @@ class Head:
 
     def predict(self, rows: Sequence[tuple[object, ...]]) -> npt.NDArray[np.float64]:
         """``log(measured / reference)`` for feature rows."""
+        seen = tree_rows(self.target, rows)
         if self.compiled is None:
-            trees = np.asarray(self.pipeline.predict(feature_frame(rows)), dtype=np.float64)
+            trees = np.asarray(self.pipeline.predict(feature_frame(seen)), dtype=np.float64)
         elif len(rows) < BATCH_THRESHOLD:
-            trees = self.compiled.predict(rows)
+            trees = self.compiled.predict(seen)
         else:
-            trees = self.compiled.predict_large(self.pipeline, rows)
+            trees = self.compiled.predict_large(self.pipeline, seen)
         if self.base is None:
             return trees
         return self.base.predict_rows(rows) + trees
@@ -91,12 +145,27 @@ class PerformanceModel:
         The fast path for batches (rankings, reports, benchmarks)."""
         rows = [feature_row(item) for item in items]
         kinds = np.array([row[2] if isinstance(row[2], str) else "*" for row in rows])
+        families = np.array([hardware_family(row[2], row[3]) for row in rows])
+        estimated = np.array([item.roofline.prefill_tflops_estimated for item in items], dtype=bool)
         out: dict[str, npt.NDArray[np.float64]] = {}
         for target, head in self.heads.items():
             ratio = head.predict(rows)
             low, high = np.empty(len(rows)), np.empty(len(rows))
             for kind in np.unique(kinds).tolist():
                 low[kinds == kind], high[kinds == kind] = head.offsets(kind)
+            for family in np.unique(families).tolist() if head.fallback is not None else []:
+                mask = families == family
+                if head.fallback is not None and head.falls_back(family):
+                    if head.fallback.mode == "base" and head.base is not None:
+                        ratio[mask] = head.base.predict_rows([r for r, m in zip(rows, mask, strict=True) if m])
+                    else:
+                        ratio[mask] = head.fallback.constant
+                    low[mask], high[mask] = min(head.fallback.interval[0], 0.0), max(head.fallback.interval[1], 0.0)
+            if target in COMPUTE_TARGETS and estimated.any():
+                # The device's compute is the physics' stand-in: the band widens as for an unseen
+                # kind (the reference itself is uncertain).
+                low[estimated] *= FALLBACK_WIDENING
+                high[estimated] *= FALLBACK_WIDENING
             ref = np.array([reference(target, item.roofline) or math.nan for item in items], dtype=np.float64)
             logs = np.vstack([ratio + low, ratio, ratio + high])
             with np.errstate(over="ignore", invalid="ignore"):
@@ -109,9 +178,13 @@ class PerformanceModel:
         """:class:`Expectations` for many setups at once (one batched predict per head)."""
         arrays = self.predict_arrays(items)
         columns = {target: values.T.tolist() for target, values in arrays.items()}
-        return [
-            self._expectations(item.roofline, {t: c[i] for t, c in columns.items()}) for i, item in enumerate(items)
-        ]
+        heads = list(self.heads.values())
+        out = []
+        for i, item in enumerate(items):
+            family = _family_of(item)
+            carrier = "baseline" if any(head.falls_back(family) for head in heads) else "model"
+            out.append(self._expectations(item.roofline, {t: c[i] for t, c in columns.items()}, carrier))
+        return out
 
     def expectations(
         self,
@@ -130,38 +203,38 @@ class PerformanceModel:
 
     __call__ = expectations
 
-    def _expectations(self, roof: Roofline, values: Mapping[str, Sequence[float]]) -> Expectations:
+    def _expectations(self, roof: Roofline, values: Mapping[str, Sequence[float]], carrier: str) -> Expectations:
         decode = _band(values["decode_tok_s"], reference("decode_tok_s", roof))
         prefill = _band(values["prefill_tok_s"], reference("prefill_tok_s", roof))
         itl: Band | None = None
         if decode is not None:
-            itl = Band(
-                expected=1000.0 / decode.expected,
-                low=1000.0 / decode.high,
-                high=1000.0 / decode.low,
-                ceiling=roof.itl_floor_ms,
+            itl = physical_band(
+                1000.0 / decode.expected, 1000.0 / decode.high, 1000.0 / decode.low, roof.itl_floor_ms, rate=False
             )
         ttft: Band | None = None
         derived: list[str] = []
         if "ttft_p50_ms" in values:
-            ttft = _band(values["ttft_p50_ms"], reference("ttft_p50_ms", roof))
+            ttft = _band(values["ttft_p50_ms"], reference("ttft_p50_ms", roof), rate=False)
         elif prefill is not None and roof.prompt_tokens:
             # No TTFT head (no fleet runs report TTFT yet): the prior's construction on the
             # fitted prefill band.
             prompt = roof.prompt_tokens
             overhead, overhead_low, overhead_high = TTFT_OVERHEAD_MS
-            ttft = Band(
-                expected=prompt / prefill.expected * 1000.0 + overhead,
-                low=prompt / prefill.high * 1000.0 + overhead_low,
-                high=prompt / prefill.low * 1000.0 + overhead_high,
-                ceiling=roof.ttft_floor_ms,
+            ttft = physical_band(
+                prompt / prefill.expected * 1000.0 + overhead,
+                prompt / prefill.high * 1000.0 + overhead_low,
+                prompt / prefill.low * 1000.0 + overhead_high,
+                roof.ttft_floor_ms,
+                rate=False,
             )
             derived.append("ttft from prefill")
         tails = {
-            name: _band(values[name], reference(name, roof)) if name in values else None
+            name: _band(values[name], reference(name, roof), rate=False) if name in values else None
             for name in ("ttft_p99_ms", "itl_p99_ms")
         }
         heads = ", ".join(sorted(self.heads))
+        if carrier == "baseline":
+            derived.append("kind or vendor of device unseen in training: answered by a baseline, wider band")
         note = f"; {', '.join(derived)}" if derived else ""
         return Expectations(
             decode_tok_s=decode,
@@ -172,14 +245,24 @@ class PerformanceModel:
             source=f"fitted model {self.version} ({heads}{note})",
             ttft_p99_ms=tails["ttft_p99_ms"],
             itl_p99_ms=tails["itl_p99_ms"],
+            carried_by=carrier,
         )
 
 
-def _band(values: Sequence[float], ref: float | None) -> Band | None:
-    """``[low, expected, high]`` in the target's units → a Band (None without a finite reference
-    or for values that overflowed)."""
+def _family_of(item: FeatureInput) -> str:
+    """The item's hardware family as :func:`advisor.ml.features.feature_row` spells its parts."""
+    hw = item.hardware
+    kind = item.hardware_kind or (hw.kind if hw is not None else None)
+    vendor = hw.vendor.strip().lower() if hw is not None and hw.vendor else None
+    return hardware_family(kind, vendor)
+
+
+def _band(values: Sequence[float], ref: float | None, *, rate: bool = True) -> Band | None:
+    """``[low, expected, high]`` in the target's units → a physical Band (never past the
+    reference, :func:`physical_band`; None without a finite reference or for values that
+    overflowed)."""
     low, expected, high = values
     # NaN and inf fail both comparisons (the positive check also rules out an underflow to 0).
     if ref is None or not (0 < low < math.inf and 0 < expected < math.inf and 0 < high < math.inf):
         return None
-    return Band(expected=expected, low=low, high=high, ceiling=ref)
+    return physical_band(expected, low, high, ref, rate=rate)

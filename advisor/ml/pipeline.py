@@ -23,7 +23,7 @@ from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
 from advisor.ml.features import CATEGORICAL, NUMERIC
 
-__all__ = ["GBM_PARAMS", "gradient_boosting", "linear"]
+__all__ = ["GBM_PARAMS", "MONOTONIC", "gradient_boosting", "linear"]
 
 #: Chosen on the shipped public runs with grouped CV (docs/model.md): shallow trees with a leaf
 #: minimum and an L2 penalty generalise to unseen devices far better than deep ones (the
@@ -47,8 +47,28 @@ GBM_PARAMS: dict[str, object] = {
 }
 
 
-def gradient_boosting(*, random_state: int = 0) -> Pipeline:
-    """The fitted model's estimator (see the module docstring)."""
+#: Monotonic constraints on a head's trees (scikit-learn's ``monotonic_cst``: +1 non-decreasing,
+#: -1 non-increasing in the feature), per target. Decode must never fall when bandwidth rises nor
+#: rise when bits per weight do: the base (:mod:`advisor.ml.base`) and the ceiling already move
+#: the right way, so the trees' residual is held to the same directions in every feature either
+#: change moves (bandwidth raises the ceiling and can make a step compute-bound; more bits raise
+#: the weight bytes, lower the ceiling and the KV share). A tree step against these would make a
+#: small upgrade predict a slowdown.
+MONOTONIC: dict[str, dict[str, int]] = {
+    "decode_tok_s": {
+        "log_bandwidth_gb_s": 1,
+        "log_decode_ceiling": 1,
+        "decode_compute_bound": 1,
+        "kv_read_share": 1,
+        "bits_per_weight": -1,
+        "log_weight_gb": -1,
+    }
+}
+
+
+def gradient_boosting(*, random_state: int = 0, target: str | None = None) -> Pipeline:
+    """The fitted model's estimator (see the module docstring); ``target`` applies its
+    :data:`MONOTONIC` constraints."""
     features = ColumnTransformer(
         [
             (
@@ -60,9 +80,12 @@ def gradient_boosting(*, random_state: int = 0) -> Pipeline:
         ],
         remainder="drop",
     )
+    constraints = MONOTONIC.get(target or "", {})
     model = HistGradientBoostingRegressor(
         categorical_features=list(range(len(CATEGORICAL))),
         random_state=random_state,
+        # Columns after the ColumnTransformer: the categoricals (never constrained), then NUMERIC.
+        monotonic_cst=[0] * len(CATEGORICAL) + [constraints.get(name, 0) for name in NUMERIC] if constraints else None,
         **GBM_PARAMS,  # type: ignore[arg-type]
     )
     return Pipeline([("features", features), ("model", model)])

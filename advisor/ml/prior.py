@@ -31,8 +31,11 @@ records ``measured / ceiling``:
 * Runtime families: ``llamacpp`` (llama.cpp CUDA/Metal/CPU, LM Studio GGUF; Ollama runs the same
   engine), ``mlx`` (LM Studio MLX), ``server`` (vLLM, SGLang, NIM/TensorRT-LLM: continuous-batching
   GPU servers; TGI joins them). Hardware kinds follow the catalog; prefill on a GPU whose TFLOPS
-  are only estimated (DGX Spark here) is its own cell, ``gpu+estimated``, because efficiency
-  against an estimate is not comparable with efficiency against a datasheet figure.
+  are only estimated is its own cell, ``gpu+estimated``, because efficiency against an estimate
+  is not comparable with efficiency against a datasheet figure. Rows without a TFLOPS figure take
+  the catalog's (``advisor/catalog/data/hardware_compute.csv``: Apple, DGX Spark, Strix Halo,
+  CPUs...), so no published row is estimated any more and the cell is empty; an inline device
+  with bandwidth only falls back to its kind's cell against the conservative stand-in.
 * Each cell keeps the median and the 10th/90th percentiles (``statistics.quantiles``, inclusive).
   Cells with fewer than 10 observations take the wider of their own and the pooled band of their
   hardware kind, so a thin cell never claims more certainty than the pool. Missing cells fall back
@@ -55,12 +58,13 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from advisor.ml.dataset import catalog_model_shape, load_public_rows, public_observations
-from advisor.ml.expectations import Band, Expectations
-from advisor.physics import ModelSpec, Roofline
+from advisor.ml.dataset import catalog_hardware_lookup, catalog_model_shape, load_public_rows, public_observations
+from advisor.ml.expectations import Band, Expectations, physical_band
+from advisor.physics import HardwareSpec, ModelSpec, Roofline
 
 __all__ = [
     "DECODE_EFFICIENCY",
+    "ESTIMATED_WIDENING",
     "PREFILL_EFFICIENCY",
     "PRIOR_MODEL_VERSION",
     "RUNTIME_FAMILY",
@@ -73,6 +77,9 @@ __all__ = [
 ]
 
 PRIOR_MODEL_VERSION = "physics-prior-1"
+
+#: A band on a device whose compute is only estimated is this much wider (log space).
+ESTIMATED_WIDENING = 1.5
 
 #: Milliseconds added to prompt / prefill for TTFT: expected, low, high.
 TTFT_OVERHEAD_MS: tuple[float, float, float] = (5.0, 1.0, 25.0)
@@ -114,16 +121,14 @@ DECODE_EFFICIENCY: dict[tuple[str, str], EfficiencyPrior] = {
     ("*", "gpu"): EfficiencyPrior(0.712, 0.460, 0.907, 258),
 }
 PREFILL_EFFICIENCY: dict[tuple[str, str], EfficiencyPrior] = {
-    ("llamacpp", "apple_soc"): EfficiencyPrior(0.734, 0.515, 0.872, 122),
-    ("llamacpp", "cpu"): EfficiencyPrior(0.213, 0.036, 0.952, 42),
-    ("llamacpp", "gpu"): EfficiencyPrior(0.338, 0.187, 0.876, 131),
-    ("llamacpp", "gpu+estimated"): EfficiencyPrior(1.039, 0.737, 1.730, 115),
-    ("server", "gpu"): EfficiencyPrior(0.459, 0.188, 0.874, 1),
-    ("*", "*"): EfficiencyPrior(0.719, 0.211, 1.326, 411),
-    ("*", "apple_soc"): EfficiencyPrior(0.734, 0.515, 0.872, 122),
-    ("*", "cpu"): EfficiencyPrior(0.213, 0.036, 0.952, 42),
-    ("*", "gpu"): EfficiencyPrior(0.342, 0.188, 0.874, 132),
-    ("*", "gpu+estimated"): EfficiencyPrior(1.039, 0.737, 1.730, 115),
+    ("llamacpp", "apple_soc"): EfficiencyPrior(0.673, 0.532, 0.758, 122),
+    ("llamacpp", "cpu"): EfficiencyPrior(0.182, 0.021, 0.952, 42),
+    ("llamacpp", "gpu"): EfficiencyPrior(0.297, 0.178, 0.790, 246),
+    ("server", "gpu"): EfficiencyPrior(0.459, 0.178, 0.789, 1),
+    ("*", "*"): EfficiencyPrior(0.384, 0.169, 0.774, 411),
+    ("*", "apple_soc"): EfficiencyPrior(0.673, 0.532, 0.758, 122),
+    ("*", "cpu"): EfficiencyPrior(0.182, 0.021, 0.952, 42),
+    ("*", "gpu"): EfficiencyPrior(0.297, 0.178, 0.789, 247),
 }
 # ---------------------------------------------------------------------------------------------
 
@@ -155,7 +160,8 @@ def efficiency_prior(
 
 
 def _band(ceiling: float, prior: EfficiencyPrior) -> Band:
-    return Band(expected=ceiling * prior.median, low=ceiling * prior.p10, high=ceiling * prior.p90, ceiling=ceiling)
+    """Ceiling × efficiency, never above the ceiling (a cell's 90th percentile can exceed 1)."""
+    return physical_band(ceiling * prior.median, ceiling * prior.p10, ceiling * prior.p90, ceiling, rate=True)
 
 
 def _prefill_kind(roofline: Roofline, hardware_kind: str) -> str:
@@ -178,11 +184,8 @@ def prior_expectations(roofline: Roofline, *, runtime: str | None, hardware_kind
     family = runtime_family(runtime)
     decode_prior, decode_key = efficiency_prior(DECODE_EFFICIENCY, family, hardware_kind)
     decode = _band(roofline.decode_ceiling_batch_tok_s, decode_prior)
-    itl = Band(
-        expected=1000.0 / decode.expected,
-        low=1000.0 / decode.high,
-        high=1000.0 / decode.low,
-        ceiling=roofline.itl_floor_ms,
+    itl = physical_band(
+        1000.0 / decode.expected, 1000.0 / decode.high, 1000.0 / decode.low, roofline.itl_floor_ms, rate=False
     )
 
     prefill: Band | None = None
@@ -193,14 +196,25 @@ def prior_expectations(roofline: Roofline, *, runtime: str | None, hardware_kind
             PREFILL_EFFICIENCY, family, _prefill_kind(roofline, hardware_kind)
         )
         prefill = _band(roofline.prefill_ceiling_tok_s, prefill_prior)
+        if roofline.prefill_tflops_estimated:
+            # The compute figure is the physics' stand-in: widen the band around the median by
+            # ESTIMATED_WIDENING in log space (the ceiling itself is uncertain).
+            prefill = physical_band(
+                prefill.expected,
+                prefill.expected * (prefill_prior.p10 / prefill_prior.median) ** ESTIMATED_WIDENING,
+                prefill.expected * (prefill_prior.p90 / prefill_prior.median) ** ESTIMATED_WIDENING,
+                roofline.prefill_ceiling_tok_s,
+                rate=True,
+            )
         prompt = roofline.prompt_tokens
         if prompt:
             overhead, overhead_low, overhead_high = TTFT_OVERHEAD_MS
-            ttft = Band(
-                expected=prompt / prefill.expected * 1000.0 + overhead,
-                low=prompt / prefill.high * 1000.0 + overhead_low,
-                high=prompt / prefill.low * 1000.0 + overhead_high,
-                ceiling=roofline.ttft_floor_ms,
+            ttft = physical_band(
+                prompt / prefill.expected * 1000.0 + overhead,
+                prompt / prefill.high * 1000.0 + overhead_low,
+                prompt / prefill.low * 1000.0 + overhead_high,
+                roofline.ttft_floor_ms,
+                rate=False,
             )
     cells = f"decode {'/'.join(decode_key)} n={decode_prior.n}"
     if prefill_key is not None:
@@ -212,6 +226,7 @@ def prior_expectations(roofline: Roofline, *, runtime: str | None, hardware_kind
         itl_ms=itl,
         model_version=PRIOR_MODEL_VERSION,
         source=f"physics prior ({cells})",
+        carried_by="prior",
     )
 
 
@@ -230,18 +245,21 @@ def _quantiles(values: list[float]) -> EfficiencyPrior:
 
 
 def calibrate(
-    rows: Iterable[Mapping[str, str]], model_shape: Callable[[str], ModelSpec | None]
+    rows: Iterable[Mapping[str, str]],
+    model_shape: Callable[[str], ModelSpec | None],
+    hardware_lookup: Callable[[str], HardwareSpec | None] | None = None,
 ) -> dict[str, dict[tuple[str, str], EfficiencyPrior]]:
     """Efficiency cells from ``public_runs.csv`` rows (see the module docstring).
 
     ``model_shape`` maps the CSV's model name to a spec with layer/head shapes (None: counts
-    only). Returns ``{"decode": {...}, "prefill": {...}}`` keyed like the constants. The rows
+    only); ``hardware_lookup`` (the catalog) supplies compute figures for rows without one, as
+    predictions use them. Returns ``{"decode": {...}, "prefill": {...}}`` keyed like the constants. The rows
     become observations through :func:`advisor.ml.dataset.public_observations`, which the fitted
     model's training data shares.
     """
     observed: dict[str, dict[tuple[str, str], list[float]]] = {"decode": {}, "prefill": {}}
     lower_bounds: dict[str, dict[tuple[str, str], list[float]]] = {"decode": {}, "prefill": {}}
-    for item in public_observations(rows, model_shape):
+    for item in public_observations(rows, model_shape, hardware_lookup):
         kind = _prefill_kind(item.roofline, item.kind) if item.phase == "prefill" else item.kind
         # Rows measured at an unknown batch are judged against the batch-1 ceiling, which is too
         # high for them: they only say how low efficiency can go, so they widen the band's low end.
@@ -288,12 +306,13 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - offline calibration ent
     if len(argv) > 1:
         print("usage: python -m advisor.ml.prior [PATH/public_runs.csv]", file=sys.stderr)
         return 2
-    model_shape = catalog_model_shape(Catalog.default())
+    catalog = Catalog.default()
+    model_shape, lookup = catalog_model_shape(catalog), catalog_hardware_lookup(catalog)
     if argv:
         with Path(argv[0]).open(encoding="utf-8", newline="") as handle:
-            tables = calibrate(csv.DictReader(handle), model_shape)
+            tables = calibrate(csv.DictReader(handle), model_shape, lookup)
     else:
-        tables = calibrate(load_public_rows(), model_shape)
+        tables = calibrate(load_public_rows(), model_shape, lookup)
     for phase, table in tables.items():
         print(f"{phase.upper()}_EFFICIENCY = {{\n{_format_table(table)}\n}}")
     return 0

@@ -27,7 +27,7 @@ from typing import Any
 import skops.io as sio
 
 from advisor.ml.base import PhysicalBase
-from advisor.ml.model import Head, PerformanceModel
+from advisor.ml.model import Fallback, Head, PerformanceModel
 
 __all__ = [
     "ARTIFACT_FORMAT",
@@ -102,6 +102,7 @@ def dumps(model: PerformanceModel, *, version: str, meta: Mapping[str, Any]) -> 
                 "interval": {k: [float(lo), float(hi)] for k, (lo, hi) in head.interval.items()},
                 "n_train": int(head.n_train),
                 **({"base": head.base.to_dict()} if head.base is not None else {}),
+                **({"fallback": head.fallback.to_dict()} if head.fallback is not None else {}),
             }
             for target, head in model.heads.items()
         },
@@ -146,6 +147,7 @@ def loads(
                 {str(k): (float(v[0]), float(v[1])) for k, v in spec["interval"].items()},
                 int(spec["n_train"]),
                 base=PhysicalBase.from_dict(spec["base"]) if spec.get("base") is not None else None,
+                fallback=Fallback.from_dict(spec["fallback"]) if spec.get("fallback") is not None else None,
             )
             for target, spec in document["heads"].items()
         }

@@ -44,8 +44,16 @@ from threadpoolctl import threadpool_limits
 
 from advisor.ml.base import PhysicalBase, fit_base
 from advisor.ml.dataset import TARGETS, Observation
-from advisor.ml.features import CATEGORICAL, FEATURES, NUMERIC, FeatureInput, feature_row
-from advisor.ml.model import Head, PerformanceModel
+from advisor.ml.features import (
+    CATEGORICAL,
+    FEATURES,
+    NUMERIC,
+    FeatureInput,
+    feature_row,
+    hardware_family,
+    tree_frame,
+)
+from advisor.ml.model import FALLBACK_WIDENING, Fallback, Head, PerformanceModel
 from advisor.ml.pipeline import gradient_boosting, linear
 
 __all__ = [
@@ -61,6 +69,8 @@ __all__ = [
     "build_training_sets",
     "data_hash",
     "fit",
+    "hardware_families",
+    "losing_groupings",
     "weighted_median",
 ]
 
@@ -86,12 +96,22 @@ PARALLEL_FIT_ROWS = 20_000
 #: replacement in proportion to their weights, unweighted (see :func:`_fit_hybrid`).
 RESAMPLE_ROWS = 40_000
 
+#: Leave-one-family-out runs for these targets only (the tail heads are judged by device and
+#: source; their extra folds cost fit time, not information the gate uses).
+FAMILY_TARGETS = ("decode_tok_s", "prefill_tok_s")
+#: The CV groupings whose out-of-fold residuals calibrate the band (see :func:`_fit`).
+CALIBRATION_SCHEMES = ("hardware", "source")
 #: Central levels the interval may widen to (see :func:`_choose_level`).
 LEVEL_GRID = np.round(np.arange(NOMINAL_COVERAGE, 0.995, 0.01), 2)
 _METHODS = ("model", "linear", "roofline", "constant")
 #: Also scored, but kept apart from the four above (the API summary lists exactly those): the
 #: model's physics-shaped base alone (:mod:`advisor.ml.base`).
 _BASE = "base"
+#: Also kept apart: the hybrid's own answer before the unseen-kind fallback, and a 0/1 flag per
+#: row of "its hardware kind was absent from the fold's training rows".
+_RAW = "model_raw"
+_UNSEEN = "unseen_kind"
+_APART = (_BASE, _RAW, _UNSEEN)
 
 #: ``progress(description, done, total)`` after every fitted estimator.
 Progress = Callable[[str, int, int], None]
@@ -401,7 +421,20 @@ def _splitter(scheme: str, groups: StrArray) -> GroupKFold | LeaveOneGroupOut | 
 
 
 def _groups(ts: TrainingSet, scheme: str) -> StrArray:
-    return ts.hardware_group if scheme == "hardware" else ts.source
+    if scheme == "hardware":
+        return ts.hardware_group
+    if scheme == "family":
+        return hardware_families(ts)
+    return ts.source
+
+
+def hardware_families(ts: TrainingSet) -> StrArray:
+    """Each row's hardware family, ``kind/vendor`` (``apple_soc/apple``, ``gpu/amd``, ...): what
+    leave-one-family-out CV holds out, so a whole kind of device is unseen in its fold."""
+    frame = ts.features.iloc[ts.index]
+    kinds = frame["hardware_kind"].tolist()
+    vendors = frame["vendor"].tolist()
+    return _labels(hardware_family(k, v) for k, v in zip(kinds, vendors, strict=True))
 
 
 def _n_folds(ts: TrainingSet, scheme: str) -> int:
@@ -420,12 +453,22 @@ def _fold(
     base, gbm = _fit_hybrid(ts.target, x_train, y_train, w_train)
     ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
     base_test = base.predict_frame(x_test)
+    constant = weighted_median(y_train, w_train)
+    model = base_test + np.asarray(gbm.predict(tree_frame(ts.target, x_test)), dtype=np.float64)
+    # What the deployed head does (:class:`advisor.ml.model.Fallback`): a kind of device absent
+    # from training is answered by the roofline × the constant.
+    families = hardware_families(ts)
+    unseen = ~np.isin(families[test], np.unique(families[train]))
+    raw = model.copy()
+    model[unseen] = constant
     return {
-        "model": base_test + np.asarray(gbm.predict(x_test), dtype=np.float64),
+        "model": model,
+        _RAW: raw,
+        _UNSEEN: unseen.astype(np.float64),
         _BASE: base_test,
         "linear": np.asarray(ridge.predict(x_test), dtype=np.float64),
         "roofline": np.zeros(len(test)),
-        "constant": np.full(len(test), weighted_median(y_train, w_train)),
+        "constant": np.full(len(test), constant),
     }
 
 
@@ -441,12 +484,13 @@ def _fit_hybrid(
     """
     base = fit_base(target, x, y, weight)
     residual = y - base.predict_frame(x)
+    x = tree_frame(target, x)
     if len(x) > RESAMPLE_ROWS:
         rng = np.random.default_rng(random_state)
         drawn = np.sort(rng.choice(len(x), size=RESAMPLE_ROWS, replace=True, p=weight / weight.sum()))
-        gbm = gradient_boosting(random_state=random_state).fit(x.iloc[drawn], residual[drawn])
+        gbm = gradient_boosting(random_state=random_state, target=target).fit(x.iloc[drawn], residual[drawn])
     else:
-        gbm = gradient_boosting(random_state=random_state).fit(x, residual, model__sample_weight=weight)
+        gbm = gradient_boosting(random_state=random_state, target=target).fit(x, residual, model__sample_weight=weight)
     return base, gbm
 
 
@@ -457,7 +501,7 @@ def _cross_validate(ts: TrainingSet, scheme: str, tick: Callable[[str], None]) -
         return None
     n = len(ts)
     folds = np.full(n, -1, dtype=np.intp)
-    predictions = {method: np.zeros(n) for method in (*_METHODS, _BASE)}
+    predictions = {method: np.zeros(n) for method in (*_METHODS, *_APART)}
     # Folds run one after the other: fitting them in threads was slower (the boosting loop holds
     # the GIL between its compiled steps), and worker processes would multiply the memory.
     frame = ts.frame
@@ -470,7 +514,7 @@ def _cross_validate(ts: TrainingSet, scheme: str, tick: Callable[[str], None]) -
 
 
 def _scheme_metrics(ts: TrainingSet, scheme: str, run: _SchemeRun) -> dict[str, Any]:
-    apes = {method: _ape(pred, ts.y) for method, pred in run.predictions.items() if method != _BASE}
+    apes = {method: _ape(pred, ts.y) for method, pred in run.predictions.items() if method not in _APART}
     base_ape = _ape(run.predictions[_BASE], ts.y)
     residuals = ts.y - run.predictions["model"]
     groups = _groups(ts, scheme)
@@ -494,13 +538,82 @@ def _scheme_metrics(ts: TrainingSet, scheme: str, run: _SchemeRun) -> dict[str, 
     out["folds"] = int(run.folds.max()) + 1
     out["beats_baselines"] = bool(mdape["model"] < mdape["roofline"] and mdape["model"] < mdape["constant"])
     out["by_kind"] = {str(kind): summary(ts.kind == kind) for kind in np.unique(ts.kind).tolist()}
-    if scheme == "source":
+    if scheme in ("source", "family"):
         # Every publication, but a fleet has thousands of deployments: the largest few are enough
         # to read, and the metrics travel in every artifact and API listing.
-        sources, counts = np.unique(ts.source, return_counts=True)
+        labels = ts.source if scheme == "source" else groups
+        sources, counts = np.unique(labels, return_counts=True)
         largest = sources[np.argsort(-counts, kind="stable")[:BY_SOURCE_LIMIT]]
-        out["by_source"] = {str(src): summary(ts.source == src) for src in largest.tolist()}
+        out[f"by_{scheme}"] = {str(src): summary(labels == src) for src in largest.tolist()}
     return out
+
+
+def losing_groupings(cv_metrics: Mapping[str, Any]) -> list[str]:
+    """Why a version should not be activated: every (target, CV grouping) where the model's
+    MdAPE is above the better baseline's (pure roofline, roofline × best constant), as
+    ``"prefill_tok_s by source: model 52.0% vs roofline × constant 40.0%"``. Empty: it beats both
+    everywhere it was cross-validated."""
+    out: list[str] = []
+    for target, values in sorted((cv_metrics.get("targets") or {}).items()):
+        for scheme, metrics in sorted((values.get("schemes") or {}).items()):
+            mdape = metrics.get("mdape") or {}
+            model, roofline, constant = mdape.get("model"), mdape.get("roofline"), mdape.get("constant")
+            if not isinstance(model, float) or not isinstance(roofline, float) or not isinstance(constant, float):
+                continue
+            best, name = (roofline, "roofline") if roofline <= constant else (constant, "roofline × constant")
+            # A tie is not a loss: on a grouping whose held-out rows are all of unseen families
+            # the model *is* roofline × constant (its fallback), equal to that baseline exactly.
+            if model > best:
+                out.append(f"{target} by {scheme}: model {model:.1%} vs {name} {best:.1%}")
+    return out
+
+
+def _widest(offsets: Sequence[Mapping[str, tuple[float, float]]]) -> dict[str, tuple[float, float]]:
+    """Per stratum, the lowest low and highest high of several offset sets. A stratum only some
+    sets have is widened by the others' pooled (``"*"``) offsets, so no band is narrower than the
+    pooled band of any grouping."""
+    keys = {key for item in offsets for key in item}
+    out: dict[str, tuple[float, float]] = {}
+    for key in keys:
+        pairs = [item.get(key) or item["*"] for item in offsets]
+        out[key] = (min(lo for lo, _ in pairs), max(hi for _, hi in pairs))
+    return out
+
+
+def _fallback_mode(ts: TrainingSet, runs: Iterable[_SchemeRun]) -> str | None:
+    """How a head answers a hardware kind it never saw: ``"constant"`` (roofline × constant),
+    ``"base"`` (the physics-shaped base without the trees) or None (the hybrid as it is),
+    whichever scored the lowest MdAPE on the cross-validated rows whose kind the fold never saw
+    (``"constant"`` when no row was unseen: nothing says the trees carry to a new kind). Decided
+    on the same CV it is reported by, so the scores are slightly optimistic (docs/model.md)."""
+    pools: dict[str | None, list[FloatArray]] = {"constant": [], "base": [], None: []}
+    for run in runs:
+        unseen = run.predictions[_UNSEEN] > 0.5
+        if unseen.any():
+            for mode, method in (("constant", "constant"), ("base", _BASE), (None, _RAW)):
+                pools[mode].append(_ape(run.predictions[method][unseen], ts.y[unseen]))
+    if not pools[None]:
+        return "constant"
+    scores = {mode: float(np.median(np.concatenate(values))) for mode, values in pools.items()}
+    return min(scores, key=lambda mode: (scores[mode], mode is None))
+
+
+def _answer_unseen(run: _SchemeRun, mode: str | None) -> None:
+    """Put the chosen unseen-kind answer into the run's ``model`` predictions."""
+    unseen = run.predictions[_UNSEEN] > 0.5
+    source = {"constant": "constant", "base": _BASE, None: _RAW}[mode]
+    run.predictions["model"] = np.where(unseen, run.predictions[source], run.predictions[_RAW])
+
+
+def _fallback(ts: TrainingSet, mode: str, base: FloatArray) -> Fallback:
+    """The head's answer for unseen kinds of device (``mode`` from :func:`_fallback_mode`):
+    roofline × the weighted median ratio, or the base alone, with the 10th-90th percentile of
+    its residuals widened by :data:`advisor.ml.model.FALLBACK_WIDENING`."""
+    constant = weighted_median(ts.y, ts.weight)
+    answer = np.full(len(ts), constant) if mode == "constant" else base
+    low, high = np.quantile(ts.y - answer, [0.1, 0.9])
+    interval = (float(low) * FALLBACK_WIDENING, float(high) * FALLBACK_WIDENING)
+    return Fallback(constant, interval, frozenset(str(f) for f in np.unique(hardware_families(ts)).tolist()), mode)
 
 
 def _threads_for(rows: int) -> int:
@@ -536,7 +649,7 @@ def fit(
     cv_max_rows: int = CV_MAX_ROWS,
     progress: Progress | None = None,
     seed: int = 0,
-    schemes: Sequence[str] = ("hardware", "source"),
+    schemes: Sequence[str] = ("hardware", "source", "family"),
 ) -> FitResult:
     """Train every head that has enough data, cross-validate it, calibrate its intervals.
 
@@ -565,7 +678,11 @@ def _fit(
         if required not in usable:
             raise ValueError(f"not enough {required} observations to fit ({len(sets.get(required, ()))})")
     cv_sets = {t: _sample(ts, cv_max_rows, seed) for t, ts in usable.items()}
-    total = len(usable) + (sum(_n_folds(cv_sets[t], s) for t in usable for s in schemes) if cv else 0)
+
+    def schemes_of(target: str) -> list[str]:
+        return [s for s in schemes if s != "family" or target in FAMILY_TARGETS]
+
+    total = len(usable) + (sum(_n_folds(cv_sets[t], s) for t in usable for s in schemes_of(t)) if cv else 0)
     done = 0
 
     def tick(description: str) -> None:
@@ -591,41 +708,60 @@ def _fit(
         sample = cv_sets[target]
         if len(sample) < len(ts):
             target_metrics["cv_sample"] = len(sample)
-        calibration: tuple[str, FloatArray, TrainingSet, npt.NDArray[np.intp]] | None = None
+        calibrations: list[tuple[str, FloatArray, npt.NDArray[np.intp]]] = []
+        fallback_mode: str | None = "constant"
         if cv:
-            for scheme in schemes:
-                run = _cross_validate(sample, scheme, tick)
-                if run is None:
-                    continue
+            runs = {
+                scheme: run
+                for scheme in schemes_of(target)
+                if (run := _cross_validate(sample, scheme, tick)) is not None
+            }
+            fallback_mode = _fallback_mode(sample, runs.values())
+            target_metrics["unseen_kind_answer"] = fallback_mode or "model"
+            for scheme, run in runs.items():
+                _answer_unseen(run, fallback_mode)
                 scheme_metrics = _scheme_metrics(sample, scheme, run)
                 target_metrics["schemes"][scheme] = scheme_metrics
                 beats.setdefault(scheme, {})[target] = scheme_metrics["beats_baselines"]
-                if calibration is None or scheme == "hardware":
-                    calibration = (scheme, sample.y - run.predictions["model"], sample, run.folds)
+                calibrations.append((scheme, sample.y - run.predictions["model"], run.folds))
+        # The band is conformalized on the device and source groupings (the questions a
+        # prediction answers: a device or a benchmark it never saw); leave-one-family-out is a
+        # stress test reported beside them (its coverage_deployed says how the band fares there).
+        pooled = [c for c in calibrations if c[0] in CALIBRATION_SCHEMES] or calibrations
         # Large final fits do use every core: at 100,000 rows the histograms outweigh the fork-join.
         with threadpool_limits(limits=_threads_for(len(ts)), user_api="openmp"):
             frame = ts.frame
             base, pipeline = _fit_hybrid(target, frame, ts.y, ts.weight, random_state=seed)
         tick(f"{target}: final fit on {len(ts)} observations")
-        if calibration is None:
+        if not calibrations:
             # No grouped CV possible (or asked for): in-sample residuals understate the error,
             # so take the 5th-95th percentile instead of the 10th-90th and say so.
-            residuals = ts.y - base.predict_frame(frame) - pipeline.predict(frame)
+            residuals = ts.y - base.predict_frame(frame) - pipeline.predict(tree_frame(target, frame))
             low, high = np.quantile(residuals, [0.05, 0.95])
             interval: dict[str, tuple[float, float]] = {"*": (float(low), float(high))}
             target_metrics["interval"] = {"calibration": "in-sample (5th-95th percentile)"}
         else:
-            scheme, residuals, cal, folds = calibration
-            strata = _Strata.of(cal.kind, cal.hardware_group)
+            # Conformal over the groupings together: the out-of-fold residuals of every CV
+            # grouping (device, source, family) pooled, each fold of each grouping its own fold,
+            # the level chosen so the pooled fold-by-fold coverage reaches 80 %.
+            one = _Strata.of(sample.kind, sample.hardware_group)
+            residuals = np.concatenate([r for _, r, _ in pooled])
+            folds = np.concatenate([f + i * 10_000 for i, (_, _, f) in enumerate(pooled)])
+            strata = _Strata(np.tile(one.kind, len(pooled)), np.tile(one.device, len(pooled)), one.names)
             level = _choose_level(residuals, strata, folds)
             interval = _offsets(residuals, strata, level)
             target_metrics["interval"] = {
-                "calibration": f"out-of-fold residuals, grouped by {scheme}",
+                "calibration": "out-of-fold residuals pooled over groupings "
+                + ", ".join(scheme for scheme, _, _ in pooled),
                 "level": level,
             }
+            for scheme, scheme_residuals, _ in calibrations:
+                inside = _inside(scheme_residuals, one, interval)
+                target_metrics["schemes"][scheme]["coverage_deployed"] = _round(float(inside.mean()))
         target_metrics["interval"]["offsets"] = {k: [_round(lo), _round(hi)] for k, (lo, hi) in interval.items()}
         target_metrics["base"] = base.to_dict()
-        heads[target] = Head(target, pipeline, interval, len(ts), base=base)
+        fallback = _fallback(ts, fallback_mode, base.predict_frame(frame)) if fallback_mode else None
+        heads[target] = Head(target, pipeline, interval, len(ts), base=base, fallback=fallback)
         metrics["targets"][target] = target_metrics
     metrics["beats_baselines"] = beats
     model = PerformanceModel(heads, version="unversioned", meta={}).compile()

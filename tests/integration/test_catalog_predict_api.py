@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -132,3 +133,73 @@ def test_predict_bad_input(client: Any) -> None:
     assert response.json()["field"] == "setup.runtime"
     response = client.get("/api/v1/predict/hardware", params={"model": "llama-3.1-8b", "prompt_tokens": 0})
     assert response.status_code == 400
+
+
+def test_predict_hardware_honours_the_gpu_count_and_names_the_fewest_that_fit(client: Any) -> None:
+    params = {"model": "llama-3.1-70b", "quantization": "bf16"}
+    single = {r["hardware"]: r for r in client.get("/api/v1/predict/hardware", params=params).json()}
+    response = client.get("/api/v1/predict/hardware", params={**params, "gpu_count": 8})
+    assert response.status_code == 200, response.text
+    eight = {r["hardware"]: r for r in response.json()}
+    h100 = eight["nvidia-h100-sxm"]
+    # 141 GB of bf16 weights: one 80 GB H100 cannot hold them, a TP group of 8 can; 2 is the fewest.
+    assert single["nvidia-h100-sxm"]["fits_in_memory"] is False
+    assert (h100["gpu_count"], h100["tensor_parallel"], h100["fits_in_memory"]) == (8, 8, True)
+    assert h100["min_gpus_to_fit"] == single["nvidia-h100-sxm"]["min_gpus_to_fit"] == 2
+    assert h100["decode_tok_s"]["ceiling"] == pytest.approx(8 * single["nvidia-h100-sxm"]["decode_tok_s"]["ceiling"])
+    # Macs do not scale out: still one device, and the 192 GB M2 Ultra holds the model alone.
+    mac = eight["apple-m2-ultra"]
+    assert (mac["gpu_count"], mac["tensor_parallel"], mac["min_gpus_to_fit"]) == (1, 1, 1)
+    for row in eight.values():
+        band = row["decode_tok_s"]
+        assert band["low"] <= band["expected"] <= band["high"] <= band["ceiling"]
+        assert row["carried_by"] == "prior"
+
+
+def test_predict_hardware_can_rank_by_speed_alone(client: Any) -> None:
+    params = {"model": "llama-3.1-70b", "quantization": "bf16", "fits_first": "false"}
+    rows = client.get("/api/v1/predict/hardware", params=params).json()
+    decode = [r["decode_tok_s"]["expected"] for r in rows]
+    assert decode == sorted(decode, reverse=True)
+    assert {r["fits_in_memory"] for r in rows[:10]} == {True, False}  # fast devices of both kinds on top
+
+
+def test_predict_multi_gpu_pays_for_its_all_reduces(client: Any) -> None:
+    setup = {"hardware": "nvidia-h100-sxm", "model": "llama-3.1-70b", "quantization": "bf16", "runtime": "vllm"}
+    workload = {"prompt_tokens_mean": 1000, "output_tokens_mean": 128}
+    four = client.post("/api/v1/predict", json={"setup": {**setup, "gpu_count": 4}, "workload": workload}).json()
+    assert (four["gpu_count"], four["tensor_parallel"], four["fits_in_memory"], four["min_gpus_to_fit"]) == (
+        4,
+        4,
+        True,
+        2,
+    )
+    assert any(note.startswith("TP 4 over NVLink") for note in four["notes"])
+    band = four["decode_tok_s"]
+    assert band["low"] <= band["expected"] <= band["high"] <= band["ceiling"]
+    assert four["carried_by"] == "prior"
+    one = client.post("/api/v1/predict", json={"setup": setup, "workload": workload}).json()
+    assert one["fits_in_memory"] is False and one["min_gpus_to_fit"] == 2
+    assert not any(note.startswith("TP ") for note in one["notes"])
+
+
+def test_cli_predict_exits_1_when_the_model_does_not_fit(client: Any) -> None:
+    from click.testing import CliRunner
+
+    from advisor.cli import cli
+    from advisor.client import Injected
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(cli, list(args), obj=Injected(advisor=client), catch_exceptions=False)
+
+    base = ["predict", "--model", "llama-3.1-70b", "--hardware", "nvidia-rtx-4090", "--quantization", "bf16"]
+    refused = run(*base)
+    assert refused.exit_code == 1, refused.output
+    assert "does not fit in memory on 1 device(s); 8 of these devices would" in refused.stderr
+    assert run(*base, "--allow-no-fit").exit_code == 0
+    assert run(*base, "-o", "json").exit_code == 1
+    fits = run("predict", "--model", "llama-3.1-70b", "--hardware", "nvidia-h100-sxm", "--gpu-count", "2")
+    assert fits.exit_code == 0, fits.output
+    ranked = run("predict", "--model", "llama-3.1-70b", "--quantization", "bf16", "--gpu-count", "4", "-o", "json")
+    assert ranked.exit_code == 0, ranked.output
+    assert {r["gpu_count"] for r in json.loads(ranked.stdout) if r["kind"] == "gpu"} == {4}

@@ -256,3 +256,24 @@ def test_ingestion_and_advice_use_the_active_fitted_model(client: Any) -> None:
     stored = client.post("/api/v1/runs", json=run)
     assert stored.status_code == 201, stored.text
     assert stored.json()["expectations"]["model_version"] == version
+
+
+def test_a_version_that_loses_to_a_baseline_is_not_activated_unless_forced(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor.ml import train
+
+    reason = "prefill_tok_s by source: model 52.0% vs roofline × constant 40.0%"
+    monkeypatch.setattr(train, "losing_groupings", lambda _metrics: [reason])
+    refused = _fit(client, activate=True)["result"]
+    assert refused["activated"] is False
+    assert refused["loses_to_baseline"] == [reason]
+    assert refused["activation_refused"] == f"loses to a baseline: {reason} (--force activates it)"
+    assert client.get("/health").json()["model"]["source"] == "physics-prior"
+    assert [v["is_active"] for v in client.get("/api/v1/models").json()] == [False]  # stored, not served
+
+    forced = _fit(client, activate=True, force=True)["result"]
+    assert forced["activated"] is True and "activation_refused" not in forced
+    assert client.get("/health").json()["model"]["active"] == forced["version"]
+    predicted = client.post("/api/v1/predict", json=PREDICT).json()
+    assert predicted["model_version"] == forced["version"] and predicted["carried_by"] == "model"

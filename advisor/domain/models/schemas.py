@@ -13,9 +13,11 @@ __all__ = ["ActiveModelOut", "FitIn", "JobOut", "ModelStatus", "ModelVersionOut"
 class FitIn(msgspec.Struct, forbid_unknown_fields=True):
     """A fit request. ``include_public``: train on the shipped published runs as well as the fleet
     (without them the fleet alone must have 30 decode and 30 prefill observations); ``cv``: run the
-    grouped cross-validation (without it the intervals are in-sample and the version says so)."""
+    grouped cross-validation (without it the intervals are in-sample and the version says so);
+    ``force``: activate even a version that loses to the better baseline on a CV grouping."""
 
     activate: bool = False
+    force: bool = False
     notes: str | None = msgspec.field(default=None)
     include_public: bool = True
     cv: bool = True

@@ -531,13 +531,23 @@ async def run_fit_job(
             await session.commit()
             version = row.version
             summary = _summary(result.cv_metrics)
-            if params.activate:
+            from advisor.ml.train import losing_groupings  # the ML stack loads only to fit
+
+            losing = losing_groupings(result.cv_metrics)
+            activated = params.activate and (params.force or not losing)
+            if activated:
                 await models.activate(version)
             job = await JobService(session=session).get_job(job_id)
             job.status, job.finished_at = "succeeded", _now()
             job.result = {
                 "version": version,
-                "activated": params.activate,
+                "activated": activated,
+                **(
+                    {"activation_refused": f"loses to a baseline: {'; '.join(losing)} (--force activates it)"}
+                    if params.activate and not activated
+                    else {}
+                ),
+                "loses_to_baseline": losing,
                 "n_train": result.n_train,
                 "seconds": round(time.monotonic() - started, 2),
                 "beats_baselines": result.cv_metrics.get("beats_baselines"),

@@ -37,6 +37,9 @@ class PredictController(Controller):
         prompt_tokens: Annotated[int, QueryParameter(ge=1, le=10_000_000)] = 512,
         output_tokens: Annotated[int, QueryParameter(ge=1, le=1_000_000)] = 128,
         concurrency: Annotated[int, QueryParameter(ge=1, le=100_000)] = 1,
+        gpu_count: Annotated[int | None, QueryParameter(ge=1, le=64)] = None,
+        tensor_parallel: Annotated[int | None, QueryParameter(ge=1, le=64)] = None,
+        fits_first: FromQuery[bool] = True,
     ) -> list[HardwareRanking]:
         return await predictions.rank_hardware(
             model=model,
@@ -45,4 +48,7 @@ class PredictController(Controller):
             output_tokens=output_tokens,
             concurrency=concurrency,
             runtime=runtime,
+            gpu_count=gpu_count,
+            tensor_parallel=tensor_parallel,
+            fits_first=fits_first,
         )

@@ -46,6 +46,14 @@ class PredictOut(msgspec.Struct, kw_only=True):
     #: Tail latencies, when the fitted model in force predicts them (the physics prior does not).
     ttft_p99_ms: Band | None = None
     itl_p99_ms: Band | None = None
+    #: What carried the expectation: ``model``, ``baseline`` (roofline × constant, for a kind of
+    #: device the fitted model never saw) or ``prior``.
+    carried_by: str | None = None
+    #: The device group predicted (``gpu_count`` devices, ``tensor_parallel`` of them in a TP
+    #: group) and the fewest of 1, 2, 4 or 8 that hold the model (None: none does, or unknown).
+    gpu_count: int = 1
+    tensor_parallel: int = 1
+    min_gpus_to_fit: int | None = None
 
 
 class HardwareRanking(msgspec.Struct, kw_only=True):
@@ -60,3 +68,10 @@ class HardwareRanking(msgspec.Struct, kw_only=True):
     decode_tok_s: Band
     prefill_tok_s: Band
     ttft_ms: Band
+    #: Each device is predicted as a group of ``gpu_count`` (TP ``tensor_parallel``; Macs and CPUs
+    #: stay at 1); ``min_gpus_to_fit``: the fewest of 1, 2, 4 or 8 that hold the model.
+    gpu_count: int = 1
+    tensor_parallel: int = 1
+    min_gpus_to_fit: int | None = None
+    model_version: str | None = None
+    carried_by: str | None = None

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from advisor.canonical import RUNTIMES, Setup, Workload
+from advisor.canonical import Setup, Workload, validate_setup_fields, validate_workload
 from advisor.catalog import Catalog
 from advisor.domain.catalog.services import CatalogService
 from advisor.domain.models.provider import expectations_fn_for
 from advisor.domain.predictions.schemas import Band, HardwareRanking, PredictIn, PredictOut
 from advisor.errors import InvalidInput
+from advisor.ml.multi_device import expert_parallel, with_communication
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
 
-__all__ = ["PredictionService", "predict", "rank_hardware"]
+__all__ = ["GPU_COUNTS", "PredictionService", "fewest_devices_that_fit", "predict", "rank_hardware"]
+
+#: Device counts tried for "the fewest GPUs that fit" (the TP degrees engines support on a node).
+GPU_COUNTS: tuple[int, ...] = (1, 2, 4, 8)
+#: Kinds that scale out by tensor parallelism (Macs and CPU sockets are ranked one at a time).
+_SCALE_OUT_KINDS = frozenset({"gpu", "accelerator"})
 
 
 def _band(ceiling: float | None, band: Any) -> Band:
@@ -67,10 +74,54 @@ def _roofline(hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup
     )
 
 
+def _interconnect(catalog: Catalog, hw: HardwareSpec) -> str | None:
+    value = catalog.extra("hardware", hw.id).get("interconnect")
+    return str(value) if value else None
+
+
+def _expect(
+    catalog: Catalog,
+    expectations_fn: Any,
+    roofline: Roofline,
+    hw: HardwareSpec,
+    model: ModelSpec,
+    quant: QuantSpec,
+    setup: Setup,
+) -> tuple[Any, list[str]]:
+    """The expectation for one device count: the function in force, plus the TP group's
+    communication (:mod:`advisor.ml.multi_device`)."""
+    exp = expectations_fn(roofline, runtime=setup.runtime, hardware_kind=hw.kind, hardware=hw, model=model, quant=quant)
+    return with_communication(
+        exp,
+        roofline,
+        model,
+        interconnect=_interconnect(catalog, hw),
+        expert_parallel=expert_parallel(setup.engine_args, model),
+    )
+
+
+def fewest_devices_that_fit(
+    hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup, workload: Workload
+) -> int | None:
+    """The smallest of :data:`GPU_COUNTS` whose TP group holds the weights and a KV pool (1 for
+    kinds that do not scale out); None when none does or the memory is unknown."""
+    counts = GPU_COUNTS if hw.kind in _SCALE_OUT_KINDS else (1,)
+    for count in counts:
+        # The same setup (KV-cache dtype, memory utilisation) on ``count`` devices.
+        group = msgspec.structs.replace(setup, gpu_count=count, tensor_parallel=count)
+        fits = _roofline(hw, model, quant, group, workload).fits_in_memory
+        if fits is None:
+            return None
+        if fits:
+            return count
+    return None
+
+
 def predict(catalog: Catalog, setup: Setup, workload: Workload, expectations_fn: Any) -> PredictOut:
     hw, model, quant, notes = _resolve(catalog, setup)
     roofline = _roofline(hw, model, quant, setup, workload)
-    exp = expectations_fn(roofline, runtime=setup.runtime, hardware_kind=hw.kind, hardware=hw, model=model, quant=quant)
+    exp, tp_notes = _expect(catalog, expectations_fn, roofline, hw, model, quant, setup)
+    notes.extend(tp_notes)
     if workload.prompt_tokens_mean is None:
         notes.append("no prompt length given: assumed 512 tokens")
     if roofline.prefill_tflops_estimated:
@@ -102,6 +153,10 @@ def predict(catalog: Catalog, setup: Setup, workload: Workload, expectations_fn:
         notes=notes,
         ttft_p99_ms=_tail(roofline.ttft_floor_ms, getattr(exp, "ttft_p99_ms", None)),
         itl_p99_ms=_tail(roofline.itl_floor_ms, getattr(exp, "itl_p99_ms", None)),
+        carried_by=getattr(exp, "carried_by", None),
+        gpu_count=max(setup.gpu_count or 1, roofline.tensor_parallel),
+        tensor_parallel=roofline.tensor_parallel,
+        min_gpus_to_fit=fewest_devices_that_fit(hw, model, quant, setup, workload),
     )
 
 
@@ -115,9 +170,14 @@ def rank_hardware(
     concurrency: int,
     runtime: str | None,
     expectations_fn: Any,
+    gpu_count: int | None = None,
+    tensor_parallel: int | None = None,
+    fits_first: bool = True,
 ) -> list[HardwareRanking]:
-    """Every catalog device ranked by expected decode (then prefill) for this model; devices where the
-    model does not fit are marked and ranked after those where it does."""
+    """Every catalog device ranked by expected decode (then prefill) for this model, each as a
+    group of ``gpu_count`` devices at ``tensor_parallel`` (default: the GPU count; Macs and CPUs
+    stay single). Each row says whether the model fits and the fewest devices that would; with
+    ``fits_first`` (the default) devices where it fits come first."""
     model_spec, implied = catalog.resolve_model(model, field_prefix="query.model")
     if quantization:
         quant = catalog.resolve_quantization(quantization, field_prefix="query.quantization")
@@ -126,17 +186,21 @@ def rank_hardware(
     workload = Workload(prompt_tokens_mean=prompt_tokens, output_tokens_mean=output_tokens, concurrency=concurrency)
     rows = []
     for hw in catalog.list_hardware():
-        roofline = _roofline(hw, model_spec, quant, Setup(runtime=runtime), workload)
-        exp = expectations_fn(
-            roofline, runtime=runtime, hardware_kind=hw.kind, hardware=hw, model=model_spec, quant=quant
-        )
-        rows.append((hw, roofline, exp))
+        scales = hw.kind in _SCALE_OUT_KINDS
+        count = (gpu_count or tensor_parallel or 1) if scales else 1
+        tp = (tensor_parallel or count) if scales else 1
+        setup = Setup(runtime=runtime, gpu_count=count, tensor_parallel=tp)
+        roofline = _roofline(hw, model_spec, quant, setup, workload)
+        exp, _ = _expect(catalog, expectations_fn, roofline, hw, model_spec, quant, setup)
+        fewest = fewest_devices_that_fit(hw, model_spec, quant, setup, workload)
+        rows.append((hw, roofline, exp, count, fewest))
 
-    def key(item: tuple[HardwareSpec, Roofline, Any]) -> tuple[int, float, float, str]:
-        hw, roofline, exp = item
+    def key(item: tuple[HardwareSpec, Roofline, Any, int, int | None]) -> tuple[int, float, float, str]:
+        hw, roofline, exp, _, _ = item
         decode = exp.decode_tok_s.expected if exp.decode_tok_s else roofline.decode_ceiling_batch_tok_s
         prefill = exp.prefill_tok_s.expected if exp.prefill_tok_s else (roofline.prefill_ceiling_tok_s or 0.0)
-        return (0 if roofline.fits_in_memory is not False else 1, -decode, -prefill, hw.id)
+        misfit = 1 if fits_first and roofline.fits_in_memory is False else 0
+        return (misfit, -decode, -prefill, hw.id)
 
     rows.sort(key=key)
     return [
@@ -152,8 +216,13 @@ def rank_hardware(
             decode_tok_s=_band(roofline.decode_ceiling_batch_tok_s, exp.decode_tok_s),
             prefill_tok_s=_band(roofline.prefill_ceiling_tok_s, exp.prefill_tok_s),
             ttft_ms=_band(roofline.ttft_floor_ms, exp.ttft_ms),
+            gpu_count=count,
+            tensor_parallel=roofline.tensor_parallel,
+            min_gpus_to_fit=fewest,
+            model_version=exp.model_version,
+            carried_by=getattr(exp, "carried_by", None),
         )
-        for i, (hw, roofline, exp) in enumerate(rows, start=1)
+        for i, (hw, roofline, exp, count, fewest) in enumerate(rows, start=1)
     ]
 
 
@@ -164,8 +233,9 @@ class PredictionService:
         self.session = session
 
     async def predict(self, data: PredictIn) -> PredictOut:
-        if data.setup.runtime is not None and data.setup.runtime not in RUNTIMES:
-            raise InvalidInput(f"unknown runtime {data.setup.runtime!r}", field="setup.runtime")
+        # The canonical run's bounds: a negative prompt or a concurrency of 1e308 is a 422 naming it.
+        validate_setup_fields(data.setup)
+        validate_workload(data.workload)
         catalog = await CatalogService(session=self.session).current()
         return predict(catalog, data.setup, data.workload, await expectations_fn_for(self.session))
 

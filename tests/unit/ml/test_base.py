@@ -14,12 +14,16 @@ from advisor.ml.train import build_training_sets
 
 
 def test_compute_correction_raises_an_estimated_gpu_to_the_typical_ratio() -> None:
-    # DGX Spark: 273 GB/s, stand-in 27.3 TFLOPS = 100 FLOP/B → typical 205 FLOP/B
-    assert compute_correction("gpu", 1.0, math.log(27.3), math.log(273.0)) == pytest.approx(math.log(2.05))
-    assert compute_correction("gpu", 0.0, math.log(27.3), math.log(273.0)) == 0.0  # published: trusted
-    assert compute_correction("apple_soc", 1.0, math.log(24.0), math.log(800.0)) == 0.0  # no catalogue figure
-    assert compute_correction("gpu", 1.0, math.log(300.0), math.log(1000.0)) == 0.0  # never lowers
-    assert compute_correction(None, 1.0, math.log(27.3), math.log(273.0)) == 0.0
+    # An NVIDIA GPU known by its bandwidth only (273 GB/s, stand-in 27.3 TFLOPS = 100 FLOP/B).
+    assert compute_correction("gpu", 1.0, math.log(27.3), math.log(273.0), "nvidia") == pytest.approx(math.log(2.05))
+    assert compute_correction("gpu", 0.0, math.log(27.3), math.log(273.0), "nvidia") == 0.0  # published: trusted
+    assert compute_correction("apple_soc", 1.0, math.log(24.0), math.log(800.0), "apple") == 0.0  # no typical ratio
+    assert compute_correction("gpu", 1.0, math.log(300.0), math.log(1000.0), "nvidia") == 0.0  # never lowers
+    assert compute_correction(None, 1.0, math.log(27.3), math.log(273.0), "nvidia") == 0.0
+    # An AMD APU, an Intel iGPU or an unknown vendor keeps the conservative stand-in.
+    assert compute_correction("gpu", 1.0, math.log(25.6), math.log(256.0), "amd") == 0.0
+    assert compute_correction("gpu", 1.0, math.log(25.6), math.log(256.0), "intel") == 0.0
+    assert compute_correction("gpu", 1.0, math.log(25.6), math.log(256.0)) == 0.0
 
 
 def test_decode_law_recovers_known_parameters() -> None:

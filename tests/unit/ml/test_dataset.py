@@ -32,7 +32,8 @@ def test_shipped_rows_are_the_reference_copy() -> None:
 def test_prior_constants_still_come_out_of_the_shared_observations() -> None:
     # The prior's calibration now reads the same observations as the fitted model: re-running it
     # on the shipped rows must reproduce the constants in prior.py to the printed precision.
-    tables = calibrate(load_public_rows(), catalog_model_shape(Catalog.default()))
+    catalog = Catalog.default()
+    tables = calibrate(load_public_rows(), catalog_model_shape(catalog), catalog_hardware_lookup(catalog))
     for phase, constants in (("decode", DECODE_EFFICIENCY), ("prefill", PREFILL_EFFICIENCY)):
         assert set(tables[phase]) == set(constants)
         for key, cell in constants.items():
