@@ -167,6 +167,17 @@ def _int(value: str) -> int | None:
     return int(float(value)) if value.strip() else None
 
 
+def _with_compute(row: dict[str, str], figure: dict[str, str] | None) -> dict[str, str]:
+    """``row`` with the overlay's fp16/bf16 figures in the fields it leaves empty."""
+    if figure is None:
+        return row
+    filled = dict(row)
+    for column in ("fp16_dense_tflops", "bf16_dense_tflops"):
+        if not filled[column].strip() and figure[column].strip():
+            filled[column] = figure[column]
+    return filled
+
+
 class Catalog:
     """Hardware, models and quantizations with alias resolution. Immutable once built."""
 
@@ -210,7 +221,11 @@ class Catalog:
         """The shipped catalog (package data under ``advisor/catalog/data``), built once."""
         extras: dict[tuple[str, str], dict[str, Any]] = {}
         hardware: list[HardwareSpec] = []
-        for row in _read_csv("hardware.csv") + _read_csv("hardware_added.csv"):
+        # Compute figures for rows that publish none (hardware_compute.csv, with sources): they
+        # fill empty fp16/bf16 fields only, never replace a figure of hardware.csv.
+        compute = {r["id"]: r for r in _read_csv("hardware_compute.csv")}
+        for shipped in _read_csv("hardware.csv") + _read_csv("hardware_added.csv"):
+            row = _with_compute(shipped, compute.get(shipped["id"]))
             hardware.append(
                 HardwareSpec(
                     id=row["id"],
@@ -230,9 +245,17 @@ class Catalog:
                 "interconnect": row["interconnect"] or None,
                 "source": row["source"],
             }
+            if row["id"] in compute:
+                figure = compute[row["id"]]
+                extras["hardware", row["id"]]["compute"] = {
+                    "estimated": figure["estimated"] == "yes",
+                    "how": figure["how"],
+                    "source": figure["source"],
+                }
         model_extras = _read_toml("model_extras.toml")
         models: list[ModelSpec] = []
-        for row in _read_csv("models.csv"):
+        # models_added.csv: generations the reference table folds into a later one (Llama 3 vs 3.1).
+        for row in _read_csv("models.csv") + _read_csv("models_added.csv"):
             extra = model_extras.get(row["id"], {})
             models.append(
                 ModelSpec(
@@ -413,6 +436,11 @@ class Catalog:
             return self._quants[quant_id]
         except KeyError:
             raise NotFound(f"no quantization with id {quant_id!r}", field="id") from None
+
+    def extra(self, kind: str, entry_id: str) -> dict[str, Any]:
+        """The shipped columns of one entry that are not part of its spec (``interconnect``,
+        ``source``, ``compute``, ...); empty for unknown or user entries."""
+        return dict(self._extras.get((kind, entry_id), {}))
 
     def aliases(self, kind: str, entry_id: str) -> list[str]:
         """Curated aliases of one entry (``kind``: hardware, models or quantizations)."""

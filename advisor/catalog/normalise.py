@@ -97,23 +97,32 @@ MODEL_DROP_TOKENS = frozenset(
         "ggml",
         "model",
         "latest",
+        # Unsloth Dynamic ("-UD-Q4_K_XL") and mradermacher's importance-matrix builds ("-i1"): they
+        # mark how a GGUF was quantised, not which model it is.
+        "ud",
+        "i1",
     }
 )
 _DATE = re.compile(r"^\d{4}$")
 _TOKEN_SPLIT = re.compile(r"[\s\-]+")
+# A dot that starts a GGUF quantization tag or its marker ("Meta-Llama-3-8B-Instruct.Q4_K_M",
+# "….i1-Q4_K_M"), unlike the dot of a version ("3.1") or a size ("0.5b").
+_QUANT_DOT = re.compile(r"\.(?=(?:i?q\d|tq\d|b?f16|f32|i1|imat|imatrix|ud)(?:[_\-.]|$))")
 
 
 def model_tokens(value: str) -> list[str]:
     """Lower-cased name tokens of a model name, repo id or GGUF file name.
 
     The org (``meta-llama/``), ``hf.co/``, a ``.gguf`` extension and a leading ``Meta-`` are
-    removed; tokens are split on spaces and dashes (underscores stay: ``Q4_K_M`` is one token).
+    removed; tokens are split on spaces and dashes, and on a dot that starts a quantization tag
+    (``….Q4_K_M``); underscores stay: ``Q4_K_M`` is one token.
     Dates such as ``2501``/``2507`` are dropped: they mark re-releases with the same shapes.
     """
     text = value.strip().lower()
     text = text.removeprefix("hf.co/").removeprefix("huggingface.co/")
     text = text.rsplit("/", 1)[-1]
     text = text.removesuffix(".gguf")
+    text = _QUANT_DOT.sub("-", text)
     tokens = [t for t in _TOKEN_SPLIT.split(text) if t]
     if tokens and tokens[0] == "meta" and len(tokens) > 1:
         tokens = tokens[1:]

@@ -42,6 +42,7 @@ def _probe_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
                 s.get("prompt_tokens"),
                 s.get("concurrency"),
                 s.get("requests"),
+                s.get("early_stops"),
                 ttft.get("p50"),
                 ttft.get("p90"),
                 ttft.get("p99"),
@@ -59,6 +60,7 @@ _PROBE_HEADERS = [
     "prompt tok",
     "conc",
     "req",
+    "early",
     "TTFT p50",
     "TTFT p90",
     "TTFT p99",
@@ -79,9 +81,9 @@ _PROBE_HEADERS = [
     "-n",
     "repeat",
     type=click.IntRange(1, 1000),
-    default=5,
+    default=8,
     show_default=True,
-    help="Requests per prompt length.",
+    help="Requests per prompt length (a failed or early-stopped request is retried).",
 )
 @click.option("--short-tokens", type=click.IntRange(min=8), default=200, show_default=True)
 @click.option("--long-tokens", type=click.IntRange(min=16), default=2000, show_default=True)

@@ -43,6 +43,7 @@ from advisor.client.http import ApiError, Rejected, ServerError, Unreachable
 
 __all__ = [
     "APIS",
+    "MAX_ATTEMPTS",
     "MeasureError",
     "MeasureOptions",
     "Measurement",
@@ -51,6 +52,7 @@ __all__ = [
     "Probe",
     "Sample",
     "build_prompt",
+    "fixed_length_fields",
     "iter_levels",
     "measure",
     "percentiles",
@@ -71,6 +73,15 @@ _FILLER = (
     "another. "
 )
 _INSTRUCTION = "\n\nContinue the text above with a long, detailed explanation."
+#: Attempts per request: a failed request or one that stopped early is sent again this many times
+#: at most, so that a probe measures the output length it asked for.
+MAX_ATTEMPTS = 3
+
+
+def fixed_length_fields(max_tokens: int) -> dict[str, Any]:
+    """The request fields that make an OpenAI-compatible server stream exactly ``max_tokens``:
+    ``ignore_eos`` (vLLM, SGLang, llama.cpp server) and ``min_tokens`` (vLLM, SGLang)."""
+    return {"ignore_eos": True, "min_tokens": max_tokens}
 
 
 class MeasureError(ApiError):
@@ -90,6 +101,11 @@ class Sample:
     server_prefill_tok_s: float | None = None
     load_ms: float | None = None
     error: str | None = None
+    #: Fewer tokens than requested: the model ended the sequence early (the server ignored, or has
+    #: no, ``ignore_eos``/``min_tokens``), so the decode figures cover a shorter answer.
+    early_stop: bool = False
+    #: Attempts this request needed (a failure or an early stop is retried).
+    attempts: int = 1
 
 
 @dataclass
@@ -138,6 +154,8 @@ class Probe:
             "concurrency": self.concurrency,
             "requests": len(self.ok),
             "failed": len(self.samples) - len(self.ok),
+            "early_stops": sum(1 for s in self.samples if s.early_stop),
+            "retries": sum(s.attempts - 1 for s in self.samples),
             "output_tokens": _round(self.output_tokens()),
             "ttft_ms": _pick(self.ttft()),
             "itl_ms": _pick(self.itl()),
@@ -248,6 +266,9 @@ class OpenAIBackend:
         self._owned_by: str | None = None
         # Servers that reject unknown fields (some TGI versions) refuse stream_options: drop it once.
         self._usage_option = True
+        # vLLM, SGLang and llama.cpp's server accept ignore_eos (and vLLM/SGLang min_tokens), so every
+        # request streams exactly max_tokens tokens; a server that refuses them gets them no more.
+        self.fixed_length = True
         self._lock = threading.Lock()
 
     @property
@@ -286,6 +307,8 @@ class OpenAIBackend:
             body["prompt"] = prompt
         if stream and self._usage_option:
             body["stream_options"] = {"include_usage": True}
+        if stream and self.fixed_length:
+            body.update(fixed_length_fields(max_tokens))
         body.update(self.extra_body)
         return body
 
@@ -300,6 +323,12 @@ class OpenAIBackend:
         start = self.clock.monotonic()
         try:
             with self.http.stream("POST", self.path, json=body) as response:
+                if response.status_code in (400, 422) and self.fixed_length and "ignore_eos" in body:
+                    # Refused fields are dropped one kind at a time: the fixed length first.
+                    with self._lock:
+                        self.fixed_length = False
+                    response.read()
+                    return self.stream(model, prompt, max_tokens)
                 if response.status_code in (400, 422) and "stream_options" in body:
                     with self._lock:
                         self._usage_option = False
@@ -394,6 +423,8 @@ class OllamaBackend:
         return {"quantization": level} if level else {}
 
     def _options(self, max_tokens: int) -> dict[str, Any]:
+        # num_predict caps the answer; Ollama has no ignore_eos, so an early end of sequence is
+        # caught (Sample.early_stop) and the request retried.
         return {"num_predict": max_tokens, "temperature": 0}
 
     def count_prompt(self, model: str, prompt: str) -> float | None:
@@ -455,7 +486,8 @@ class MeasureOptions:
     short_tokens: int = 200
     long_tokens: int = 2000
     max_tokens: int = 64
-    repeat: int = 5
+    #: Requests per probe: at least 8, so that a median and a spread mean something.
+    repeat: int = 8
     concurrency: tuple[int, ...] = (1,)
     scrape_metrics: bool = True
     scrape_interval_s: float = 0.5
@@ -677,12 +709,24 @@ def measure(
     if scraper and before:
         scraper.start()
 
-    def one(probe: Probe, tokens: int) -> Sample:
+    def attempt(tokens: int) -> tuple[Sample, str]:
         prompt = build_prompt(tokens, cpt, overhead, nonce=secrets.token_hex(4))
         try:
             sample = backend.stream(model, prompt, opts.max_tokens)
         except (ServerError, MeasureError) as exc:
             sample = Sample(None, 0, None, [], 0.0, None, error=str(exc))
+        sample.early_stop = sample.error is None and sample.output_tokens < opts.max_tokens
+        return sample, prompt
+
+    def one(probe: Probe, tokens: int) -> Sample:
+        # A failed request, or one that stopped before max_tokens, is sent again (a new nonce, so no
+        # cache hit): the probe must measure the output length it asked for.
+        sample, prompt = attempt(tokens)
+        attempts = 1
+        while (sample.error is not None or sample.early_stop) and attempts < MAX_ATTEMPTS:
+            sample, prompt = attempt(tokens)
+            attempts += 1
+        sample.attempts = attempts
         if sample.prompt_tokens is None and calibration:
             sample.prompt_tokens = round((len(prompt) / cpt) + overhead)
         if on_request:
@@ -718,7 +762,20 @@ def measure(
     if all(not p.ok for p in probes):
         raise MeasureError(f"every request failed: {failures[0] if failures else 'no tokens streamed'}")
     if failures:
-        notes.append(f"{len(failures)} request(s) failed, e.g. {failures[0]}")
+        notes.append(f"{len(failures)} request(s) failed after {MAX_ATTEMPTS} attempts, e.g. {failures[0]}")
+    retried = sum(s.attempts - 1 for p in probes for s in p.samples)
+    early = [s for p in probes for s in p.samples if s.early_stop]
+    if early:
+        shortest = min(s.output_tokens for s in early)
+        notes.append(
+            f"{len(early)} request(s) stopped before {opts.max_tokens} tokens even after {MAX_ATTEMPTS} attempts "
+            f"(the shortest after {shortest}): the model ended its answer and the server did not hold it to "
+            "the requested length, so decode figures cover shorter answers"
+        )
+    if retried:
+        notes.append(f"{retried} retr{'y' if retried == 1 else 'ies'} for failed or early-stopped requests")
+    if getattr(backend, "fixed_length", None) is False:
+        notes.append("the server refused ignore_eos/min_tokens: the output length was not fixed")
 
     runtime = backend.runtime_hint()
     telemetry = None

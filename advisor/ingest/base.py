@@ -19,7 +19,7 @@ import yaml
 from advisor.canonical import CanonicalRun
 from advisor.errors import IngestError, MalformedInput
 
-__all__ = ["DEFAULT_PRIORITY", "Input", "Parser", "ParserBase"]
+__all__ = ["DEFAULT_PRIORITY", "Input", "Parser", "ParserBase", "is_warmup"]
 
 #: Sniffing priority of a parser that declares none.
 DEFAULT_PRIORITY = 100
@@ -134,6 +134,21 @@ class Input:
         return doc
 
 
+#: Record keys by which benchmark tools mark a warm-up record, and the values that do.
+_WARMUP_KEYS = ("type", "phase", "benchmark_phase", "stage_type")
+
+
+def is_warmup(record: object) -> bool:
+    """True for a record a tool marked as warm-up (``"type": "warmup"``, ``"phase": "warmup"``,
+    ``"is_warmup": true``): it measures a cold or discarded pass, never the run."""
+    if not isinstance(record, dict):
+        return False
+    if record.get("is_warmup") is True or record.get("warmup") is True:
+        return True
+    return any(isinstance(record.get(k), str) and record[k].strip().lower() in ("warmup", "warm-up", "warm_up")
+               for k in _WARMUP_KEYS)  # fmt: skip
+
+
 @runtime_checkable
 class Parser(Protocol):
     """What the registry needs of a parser. Register third-party parsers under the
@@ -178,6 +193,11 @@ class ParserBase:
 
     def parse(self, inp: Input) -> list[CanonicalRun]:
         records, notes = self.read(inp)
+        kept = [r for r in records if not is_warmup(r)]
+        if len(kept) < len(records):
+            # A warm-up is no measurement of the run: tools that log it beside the results mark it.
+            notes = [*notes, f"{len(records) - len(kept)} warm-up record(s) left out"]
+            records = kept
         runs = self.parse_records(records)
         for run in runs:
             if notes:

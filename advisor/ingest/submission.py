@@ -25,6 +25,7 @@ from advisor.canonical import SLO, CanonicalRun
 from advisor.errors import InvalidInput, MalformedInput, invalid_from_msgspec
 from advisor.ingest.base import Input
 from advisor.ingest.registry import parse
+from advisor.ingest.side_files import side_file
 
 __all__ = [
     "CONTEXT_FIELDS",
@@ -49,6 +50,12 @@ class SubmissionContext(msgspec.Struct, forbid_unknown_fields=True, kw_only=True
     tensor_parallel: int | None = None
     kv_cache_dtype: str | None = None
     max_model_len: int | None = None
+    #: The workload, when the file does not say (or says it differently): streams in flight, mean
+    #: prompt and output length in tokens, offered requests per second.
+    concurrency: float | None = None
+    prompt_tokens: float | None = None
+    output_tokens: float | None = None
+    request_rate: float | None = None
     engine_args: dict[str, Any] = msgspec.field(default_factory=dict)
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     slo: SLO | None = None
@@ -62,7 +69,7 @@ CONTEXT_FIELDS: tuple[str, ...] = tuple(
     f for f in SubmissionContext.__struct_fields__ if f not in ("engine_args", "labels", "slo", "submitted_by")
 )
 
-Role = Literal["benchmark", "metrics", "metrics_before", "metrics_after"]
+Role = Literal["benchmark", "metrics", "metrics_before", "metrics_after", "side"]
 
 
 class SubmissionFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -183,10 +190,15 @@ def _parse_wrapper_files(
     benchmarks: list[tuple[str, list[CanonicalRun]]] = []
     telemetry: list[CanonicalRun] = []
     scrapes: dict[str, bytes] = {}
+    side_notes: list[str] = []
     for index, item in enumerate(files):
         data = _file_bytes(item, index)
         if item.role in ("metrics_before", "metrics_after"):
             scrapes[item.role] = data
+            continue
+        note = _side_file_note(Input(data, file_name=item.name), item, index)
+        if note is not None:
+            side_notes.append(note)
             continue
         try:
             fmt, runs = parse(Input(data, file_name=item.name), item.format or default_format or "auto")
@@ -205,13 +217,31 @@ def _parse_wrapper_files(
         raise InvalidInput("give at most one /metrics scrape (or a before/after pair)", field="files")
     if not benchmarks:
         if not telemetry:
-            raise InvalidInput("no benchmark file in the wrapper", field="files")
+            detail = "no benchmark file in the wrapper"
+            if side_notes:
+                detail += " (only side files: send the benchmark file they belong beside)"
+            raise InvalidInput(detail, field="files")
         return ParsedSubmission("prometheus", telemetry, body, content_type, None, context, slo)
     fmt = benchmarks[0][0]
     runs = [run for _, file_runs in benchmarks for run in file_runs]
     if telemetry:
         runs = [combine(run, telemetry[0]) for run in runs]
+    for run in runs:
+        run.source.notes.extend(side_notes)
     return ParsedSubmission(fmt, runs, body, content_type, files[0].name, context, slo)
+
+
+def _side_file_note(inp: Input, item: SubmissionFile, index: int) -> str | None:
+    """A note for a side file sent beside the benchmark (kept in the stored body, not read), or None
+    when the file is to be parsed. A file given ``role: "side"`` is kept whatever it is."""
+    if item.role not in (None, "side"):
+        return None
+    recognised = side_file(inp)
+    if recognised is None and item.role != "side":
+        return None
+    name = item.name or f"files[{index}]"
+    what = recognised.what if recognised is not None else "a side file"
+    return f"side file {name} ({what}) kept with the submission, not read"
 
 
 def _scrape_delta_run(before: bytes, after: bytes) -> CanonicalRun:

@@ -10,7 +10,9 @@ unit is read, never assumed. Latency names (docs/formats.md §9.2):
 
 aiperf changed layout twice: June 2025 files nest the metrics under ``records`` keyed by display name
 ("Time to First Token"), October 2025 files key ``records`` by tag, later files put the tags at the
-top level. All three are read.
+top level. All three are read. Schema 1.4 adds ``warmup_metrics`` (left out: the run is the profiling
+phase); 1.5 renames the DCGM telemetry metrics to ``nvidia_*`` (``amd_*`` on AMD) and adds a per-GPU
+``platform``; only ``gpu_name`` is read from the telemetry, which neither version renamed.
 """
 
 from __future__ import annotations
@@ -207,12 +209,16 @@ def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
 
     hardware = _telemetry_gpu(doc, notes) if aiperf else None
     measured_at = iso_to_utc(doc.get("start_time"), "start_time", notes)
+    if aiperf and isinstance(doc.get("warmup_metrics"), dict):
+        # Schema 1.4+: the warm-up phase has its own block; the top-level metrics are profiling only.
+        notes.append("warmup_metrics (the warm-up phase) left out: the run is the profiling phase")
+    version = doc.get("aiperf_version") if aiperf else None
     return CanonicalRun(
         measured_at=measured_at,
         setup=Setup(runtime=runtime, model=model, hardware=hardware),
         workload=workload,
         metrics=metrics,
-        source=Source(notes=notes),
+        source=Source(tool_version=version if isinstance(version, str) and version else None, notes=notes),
     )
 
 

@@ -58,6 +58,9 @@ _FLOAT_QUANT = re.compile(r"\b(MXFP4|NVFP4|BF16|F16|F32)\b")
 # A trailing GGUF quantization tag in a file name ("-Q4_K_M", ".Q3_K_L", "-mxfp4", "-F16").
 _FILE_QUANT_SUFFIX = re.compile(r"[-_.](?:i?q\d(?:_[a-z0-9]+)*|tq\d_\d|b?f16|f32|mxfp4|nvfp4)$", re.IGNORECASE)
 _SPLIT_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
+# Markers that travel with a quantization tag and say nothing about the model: Unsloth Dynamic
+# ("UD"), importance-matrix builds ("imat", "imatrix", "i1").
+_FILE_QUANT_MARKER = re.compile(r"[-_.](?:ud|imat|imatrix|i1)$", re.IGNORECASE)
 
 
 def quantization_from_model_type(model_type: str) -> str | None:
@@ -89,10 +92,19 @@ def split_model_filename(path: str) -> tuple[str | None, str | None]:
         name = re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
         name = _SPLIT_SUFFIX.sub("", name)
     quant = None
-    match = _FILE_QUANT_SUFFIX.search(name)
-    if match:
-        quant = match.group(0)[1:].upper()
-        name = name[: match.start()]
+    while True:
+        # Alternate until neither is left: "X-UD-Q4_K_XL" (Unsloth Dynamic), "X-Q4_K_M-imat",
+        # "X.i1-Q4_K_M" (imatrix builds) keep a marker beside the quantization tag.
+        marker = _FILE_QUANT_MARKER.search(name)
+        if marker:
+            name = name[: marker.start()]
+            continue
+        match = _FILE_QUANT_SUFFIX.search(name) if quant is None else None
+        if match:
+            quant = match.group(0)[1:].upper()
+            name = name[: match.start()]
+            continue
+        break
     return name or None, quant
 
 
@@ -142,6 +154,127 @@ def _csv_header_at(lines: Sequence[str]) -> int | None:
     return None
 
 
+# The markdown table (``-o md``, the default): display names → the JSON field names.
+_MD_COLUMNS = {
+    "model": "model_type",
+    "backend": "backends",
+    "ngl": "n_gpu_layers",
+    "threads": "n_threads",
+    "n_batch": "n_batch",
+    "n_ubatch": "n_ubatch",
+    "type_k": "type_k",
+    "type_v": "type_v",
+    "main_gpu": "main_gpu",
+    "sm": "split_mode",
+    "nkvo": "no_kv_offload",
+    "fa": "flash_attn",
+    "ts": "tensor_split",
+    "mmap": "use_mmap",
+    "embd": "embeddings",
+    "dev": "devices",
+    "n_cpu_moe": "n_cpu_moe",
+    "ncmoe": "n_cpu_moe",
+}
+_MD_SIZE = re.compile(r"^([0-9.]+)\s*(KiB|MiB|GiB|TiB)$")
+_MD_PARAMS = re.compile(r"^([0-9.]+)\s*([KMBT])$")
+_MD_RATE = re.compile(r"^([0-9.]+)\s*(?:±\s*([0-9.]+))?$")
+# "pp512", "tg128", "pp512+tg128", older "pp 512" / "tg 128", each optionally "@ d<depth>".
+_MD_TEST = re.compile(r"^(?:pp\s*(\d+))?\+?(?:tg\s*(\d+))?(?:\s*@\s*d(\d+))?$")
+_MD_BUILD = re.compile(r"^build:\s*([0-9a-f]+)\s*\((\d+)\)")
+# Device lines of the backends' start-up banner on stderr (``2>&1`` puts them above the table):
+# CUDA/ROCm "  Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9, VMM: yes", Vulkan
+# "ggml_vulkan: 0 = AMD Radeon RX 7900 XTX (RADV NAVI31) (radv) | uma: 0 | …".
+_BANNER_DEVICE = re.compile(r"^\s*Device \d+: ([^,]+),|^ggml_vulkan: \d+ = (.+?) \([^()]*\) \|")
+_BINARY_UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_DECIMAL_UNITS = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+
+
+def _md_cells(line: str) -> list[str] | None:
+    stripped = line.strip()
+    if not (stripped.startswith("|") and stripped.endswith("|")):
+        return None
+    return [cell.strip() for cell in stripped[1:-1].split("|")]
+
+
+def _md_header_at(lines: Sequence[str]) -> int | None:
+    for i, line in enumerate(lines):
+        cells = _md_cells(line)
+        if cells and cells[0] == "model" and "test" in cells and cells[-1] == "t/s":
+            return i
+    return None
+
+
+def _md_value(column: str, cell: str) -> tuple[str, Any] | None:
+    """One markdown cell as ``(JSON field, value)``: sizes back to bytes, parameter counts back to a
+    count (both rounded to the table's two decimals), numbers as numbers."""
+    if column == "size":
+        match = _MD_SIZE.match(cell)
+        return ("model_size", float(match.group(1)) * _BINARY_UNITS[match.group(2)]) if match else None
+    if column == "params":
+        match = _MD_PARAMS.match(cell)
+        return ("model_n_params", float(match.group(1)) * _DECIMAL_UNITS[match.group(2)]) if match else None
+    field = _MD_COLUMNS.get(column, column)
+    number = as_float(cell) if re.fullmatch(r"-?[0-9.]+", cell) else None
+    return field, (number if number is not None else cell)
+
+
+def _md_rows(lines: Sequence[str], header: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of llama-bench's markdown tables (a file may hold several, each with its header)."""
+    rows: list[dict[str, Any]] = []
+    columns: list[str] = []
+    build: tuple[str, int] | None = None
+    for line in lines[header:]:
+        if (found := _MD_BUILD.match(line.strip())) is not None:
+            build = (found.group(1), int(found.group(2)))
+            continue
+        cells = _md_cells(line)
+        if cells is None:
+            continue
+        if cells[0] == "model" and cells[-1] == "t/s":
+            columns = cells
+            continue
+        if not columns or len(cells) != len(columns) or set("".join(cells)) <= set("-: "):
+            continue
+        row: dict[str, Any] = {}
+        for column, cell in zip(columns, cells, strict=True):
+            if column == "test":
+                test = _MD_TEST.match(cell)
+                if test is None or not (test.group(1) or test.group(2)):
+                    row = {}
+                    break
+                row["n_prompt"] = int(test.group(1) or 0)
+                row["n_gen"] = int(test.group(2) or 0)
+                row["n_depth"] = int(test.group(3) or 0)
+            elif column == "t/s":
+                rate = _MD_RATE.match(cell)
+                if rate is None:
+                    row = {}
+                    break
+                row["avg_ts"] = float(rate.group(1))
+                if rate.group(2) is not None:
+                    row["stddev_ts"] = float(rate.group(2))
+            elif (pair := _md_value(column, cell)) is not None:
+                row[pair[0]] = pair[1]
+        if row and row.get("avg_ts"):
+            # The table prints rates only; the time of one repetition is n / rate (the mean of the
+            # samples' rates, so within the table's rounding of the mean time).
+            row["avg_ns"] = (row["n_prompt"] + row["n_gen"]) / row["avg_ts"] * 1e9
+            rows.append(row)
+    if build is not None:
+        for row in rows:
+            row.setdefault("build_commit", build[0])
+            row.setdefault("build_number", build[1])
+    devices = [m.group(1) or m.group(2) for m in map(_BANNER_DEVICE.match, lines[:header]) if m is not None]
+    if devices:
+        for row in rows:
+            row.setdefault("gpu_info", ", ".join(d.strip() for d in devices))
+    notes = [
+        "llama-bench markdown table: size and params are rounded to two decimals, and the table has "
+        "no times (ttft_ms and tpot_ms are n / t/s)"
+    ]
+    return rows, notes
+
+
 def _json_rows(lines: Sequence[str]) -> tuple[list[dict[str, Any]], int]:
     """JSON-Lines records, skipping lines that are not JSON objects (stderr mixed into the file)."""
     rows: list[dict[str, Any]] = []
@@ -182,7 +315,7 @@ class LlamaBenchParser(ParserBase):
         if text is None:
             return False
         lines = text.splitlines()
-        if _csv_header_at(lines) is not None:
+        if _csv_header_at(lines) is not None or _md_header_at(lines[:_SNIFF_LINES]) is not None:
             return True
         for line in lines[:_SNIFF_LINES]:
             stripped = line.strip()
@@ -221,6 +354,9 @@ class LlamaBenchParser(ParserBase):
             reader = csv.DictReader(io.StringIO("\n".join(lines[header:])))
             rows = [dict(r) for r in reader if any((v or "").strip() for v in r.values())]
             return rows, ["llama-bench CSV: every value read from a quoted string"]
+        md_header = _md_header_at(lines)
+        if md_header is not None:
+            return _md_rows(lines, md_header)
         rows, skipped = _json_rows(lines)
         notes = [f"skipped {skipped} non-JSON line(s) (stderr mixed into the file)"] if skipped else []
         return rows, notes
@@ -391,9 +527,18 @@ class LlamaBenchParser(ParserBase):
         if (filename := _text(row.get("model_filename"))) is not None:
             setup.model, file_quant = split_model_filename(filename)
             setup.quantization = setup.quantization or file_quant
-        for key in ("model_n_params", "model_size"):
-            if (value := as_int(row.get(key))) is not None:
-                labels[key] = str(value)
+        size, n_params = as_float(row.get("model_size")), as_float(row.get("model_n_params"))
+        for key, number in (("model_n_params", n_params), ("model_size", size)):
+            if number is not None:
+                labels[key] = str(round(number))
+        if size and n_params:
+            # The weights' measured density: file bytes × 8 / parameters. It includes the tensors a
+            # quantization keeps wider (embeddings, output), so it exceeds the format's nominal bits.
+            labels["bits_per_weight"] = f"{size * 8 / n_params:.3f}"
+            notes.append(
+                f"bits_per_weight = model_size × 8 / model_n_params = {size * 8 / n_params:.3f} "
+                "(measured from the file, embeddings and output tensors included)"
+            )
 
         type_k, type_v = _text(row.get("type_k")), _text(row.get("type_v"))
         if type_k and type_k == type_v:

@@ -280,6 +280,11 @@ def _parse_v02(doc: dict[str, Any]) -> CanonicalRun:
         accelerator = as_dict(std.get("accelerator"))
         replicas = as_int(std.get("replicas")) or 1
         role = std.get("role") if isinstance(std.get("role"), str) else "replica"
+        version = std.get("tool_version")
+        if isinstance(version, str) and version and role in ("prefill", "decode"):
+            # Each worker role keeps its own engine version (image): a disaggregated pair may differ.
+            key = f"engine_version_{role}"
+            labels[key] = ",".join(sorted({*filter(None, labels.get(key, "").split(",")), version}))
         if accelerator:
             for _ in range(max(replicas, 1)):
                 accelerators.append(accelerator)

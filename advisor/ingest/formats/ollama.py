@@ -122,6 +122,9 @@ class OllamaParser(ParserBase):
         output_counts: list[float] = []
         missing_load = 0
         small_prompts = 0
+        # Prompts too short to time the prefill (evaluated tokens, ms per token): used only when no
+        # response in the file evaluated enough, and then marked.
+        short_prefills: list[tuple[float, float]] = []
         any_prompt_count = False
         times = []
         for index, response in items:
@@ -144,6 +147,8 @@ class OllamaParser(ParserBase):
                 prefill_ms_per_token.append(prompt_ns / evaluated / 1e6)
             elif prompt_ns is not None:
                 small_prompts += 1
+                if prompt_ns > 0 and evaluated > 0:
+                    short_prefills.append((evaluated, prompt_ns / evaluated / 1e6))
             load_ns = v.get("load_duration")
             if load_ns is not None:
                 loads.append(load_ns / 1e6)
@@ -174,11 +179,25 @@ class OllamaParser(ParserBase):
                     "prompt tokens in prompt_eval_count but not in the duration, so on a prefix-cache hit "
                     "this overstates the prefill speed"
                 )
-        if small_prompts:
+        quality: dict[str, str] = {}
+        if small_prompts and prefill_ms_per_token:
             notes.append(
                 f"{small_prompts} response(s) evaluated fewer than {MIN_PREFILL_TOKENS} prompt tokens: "
                 "left out of prefill_tok_s (fixed overhead dominates so small a prompt)"
             )
+        elif short_prefills:
+            # No response evaluated enough: the seed's formula is still stored, marked so that the fit
+            # and the rules ignore it (fixed per-request overhead dominates so short a prompt).
+            mean_short = mean_of([ms for _, ms in short_prefills])
+            tokens = mean_of([n for n, _ in short_prefills]) or 0.0
+            if mean_short:
+                metrics.prefill_tok_s = 1000.0 / mean_short
+                quality["prefill_tok_s"] = f"overhead-dominated: {tokens:.0f} prompt tokens"
+                notes.append(
+                    f"prefill_tok_s = prompt_eval_count / prompt_eval_duration over prompts of {tokens:.0f} "
+                    f"evaluated tokens (fewer than {MIN_PREFILL_TOKENS}): fixed overhead dominates, so it is "
+                    "marked in source.quality and not a prefill speed to compare"
+                )
         if loads:
             metrics.load_ms = max(loads)
         if missing_load:
@@ -212,7 +231,7 @@ class OllamaParser(ParserBase):
             setup=Setup(runtime="ollama", model=model or None),
             workload=workload,
             metrics=metrics,
-            source=Source(tool=tool, notes=notes),
+            source=Source(tool=tool, notes=notes, quality=quality),
         )
 
 

@@ -66,6 +66,31 @@ def _server_args(server_info: object) -> tuple[dict[str, Any], str | None]:
     return {}, None
 
 
+def _role_versions(info: object, labels: dict[str, str], notes: list[str]) -> None:
+    """Each worker role's SGLang version and parallelism in a disaggregated deployment, as labels:
+    the setup keeps one worker's (decode's), so the other's must not be lost."""
+    if not isinstance(info, dict):
+        return
+    versions: dict[str, str] = {}
+    for role in ("prefill", "decode"):
+        entries = info.get(role)
+        if not (isinstance(entries, list) and entries and isinstance(entries[0], dict)):
+            continue
+        found = {str(e["version"]) for e in entries if isinstance(e, dict) and isinstance(e.get("version"), str)}
+        if found:
+            versions[role] = labels[f"runtime_version_{role}"] = ",".join(sorted(found))
+        tps = sorted({t for e in entries if isinstance(e, dict) and (t := as_int(e.get("tp_size"))) is not None})
+        if tps:
+            labels[f"tensor_parallel_{role}"] = ",".join(str(t) for t in tps)
+        labels[f"workers_{role}"] = str(len(entries))
+    if len(set(versions.values())) > 1:
+        notes.append(
+            "the prefill and decode workers run different SGLang versions ("
+            + ", ".join(f"{role} {v}" for role, v in versions.items())
+            + "): runtime_version is the decode worker's, each role's is in labels"
+        )
+
+
 def _stats(doc: dict[str, Any], prefix: str) -> dict[str, Percentiles]:
     grouped: dict[str, dict[str, float]] = {}
     for key, raw in doc.items():
@@ -115,6 +140,7 @@ def parse_sglang_record(doc: dict[str, Any], prefix: str = "") -> CanonicalRun:
     labels: dict[str, str] = {}
     if isinstance(doc.get("tag"), str) and doc["tag"]:
         labels["tag"] = doc["tag"]
+    _role_versions(doc.get("server_info"), labels, notes)
 
     rate_raw = doc.get("request_rate")
     rate = as_float(rate_raw, f"{prefix}request_rate", allow_inf=True)

@@ -9,7 +9,7 @@ names were not verified against a real scrape).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ["ENGINES", "MODEL_LABEL", "PREFIXES", "RANK_LABELS", "RENAMES", "SPECS", "TOOL_NAMES", "EngineSpec", "Sel"]
@@ -60,6 +60,8 @@ class EngineSpec:
     histograms: Mapping[str, str]
     gauges: Mapping[str, tuple[str, Literal["sum", "mean"]]]
     info: str | None = None
+    #: Gauges read for one label value only (vLLM V1 ``num_requests_waiting_by_reason{reason=…}``).
+    labelled_gauges: Mapping[str, tuple[Sel, Literal["sum", "mean"]]] = field(default_factory=dict)
 
 
 SPECS: dict[str, EngineSpec] = {
@@ -72,6 +74,10 @@ SPECS: dict[str, EngineSpec] = {
             "preemptions": Sel("vllm:num_preemptions_total"),
             "requests_completed": Sel("vllm:request_success_total", "finished_reason", "abort", True),
             "requests_aborted": Sel("vllm:request_success_total", "finished_reason", "abort"),
+            # V1 (0.10+): prompt tokens by where their KV came from.
+            "computed_prompt_tokens": Sel("vllm:prompt_tokens_by_source_total", "source", "local_compute"),
+            "cached_prompt_tokens": Sel("vllm:prompt_tokens_by_source_total", "source", "local_cache_hit"),
+            "transferred_prompt_tokens": Sel("vllm:prompt_tokens_by_source_total", "source", "external_kv_transfer"),
         },
         histograms={
             "ttft": "vllm:time_to_first_token_seconds",
@@ -91,6 +97,11 @@ SPECS: dict[str, EngineSpec] = {
             "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate", "mean"),
         },
         info="vllm:cache_config_info",
+        labelled_gauges={
+            # Why requests wait: no KV blocks free ("capacity") or held back by the scheduler ("deferred").
+            "waiting_capacity": (Sel("vllm:num_requests_waiting_by_reason", "reason", "capacity"), "sum"),
+            "waiting_deferred": (Sel("vllm:num_requests_waiting_by_reason", "reason", "deferred"), "sum"),
+        },
     ),
     "sglang": EngineSpec(
         counters={

@@ -124,9 +124,27 @@ def telemetry_to_run(telemetry: Telemetry) -> CanonicalRun:
         if t.engine == "sglang":
             notes.append("KV use from sglang:token_usage (share of the KV pool's tokens in use)")
 
+    if any(gauges[k].max > 0 for k in ("waiting_capacity", "waiting_deferred") if k in gauges):
+        parts = [
+            f"{reason} mean {gauges[key].mean:g}, max {gauges[key].max:g}"
+            for key, reason in (("waiting_capacity", "capacity (no free KV blocks)"), ("waiting_deferred", "deferred"))
+            if key in gauges
+        ]
+        notes.append("waiting requests by reason (vllm:num_requests_waiting_by_reason): " + "; ".join(parts))
+
     # Prefix cache.
     if t.engine == "vllm":
         metrics.prefix_cache_hit_rate = _ratio(c.get("prefix_cache_hits"), c.get("prefix_cache_queries"))
+        by_source = [c.get(k) for k in ("computed_prompt_tokens", "cached_prompt_tokens", "transferred_prompt_tokens")]
+        known = [v for v in by_source if v is not None]
+        if metrics.prefix_cache_hit_rate is None and c.get("cached_prompt_tokens") is not None and sum(known) > 0:
+            metrics.prefix_cache_hit_rate = c["cached_prompt_tokens"] / sum(known)
+            notes.append("prefix_cache_hit_rate = local_cache_hit / all prompt tokens of vllm:prompt_tokens_by_source")
+        if (transferred := c.get("transferred_prompt_tokens")) and sum(known) > 0:
+            notes.append(
+                f"{transferred:g} of {sum(known):g} prompt tokens arrived by KV transfer (external_kv_transfer): "
+                "a disaggregated decode worker, whose prefill ran elsewhere"
+            )
     elif t.engine == "sglang":
         metrics.prefix_cache_hit_rate = _ratio(c.get("cached_prompt_tokens"), c.get("prompt_tokens"))
     elif t.engine == "llamacpp" and c.get("cached_prompt_tokens") is not None:

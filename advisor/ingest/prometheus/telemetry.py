@@ -99,9 +99,12 @@ def _read_histogram(scrape: Scrape, base: str, model: str | None) -> Histogram |
 
 
 def _read_gauge(
-    scrape: Scrape, name: str, how: Literal["sum", "mean"], model: str | None
+    scrape: Scrape, name: str, how: Literal["sum", "mean"], model: str | None, sel: Sel | None = None
 ) -> tuple[float, float] | None:
-    groups = _combine(_selected(scrape, name, model), frozenset({MODEL_LABEL}))
+    items = _selected(scrape, name, model)
+    if sel is not None and sel.label is not None:
+        items = [(lb, v) for lb, v in items if (lb.get(sel.label) == sel.value) != sel.exclude]
+    groups = _combine(items, frozenset({MODEL_LABEL}))
     if not groups:
         return None
     values = list(groups.values())
@@ -122,6 +125,9 @@ def read_scrape(scrape: Scrape, engine: str, model: str | None) -> Reading:
     gauges = {
         k: g for k, (name, how) in spec.gauges.items() if (g := _read_gauge(scrape, name, how, model)) is not None
     }
+    for key, (sel, how) in spec.labelled_gauges.items():
+        if (found := _read_gauge(scrape, sel.name, how, model, sel)) is not None:
+            gauges[key] = found
     config: dict[str, str] = {}
     if spec.info:
         for labels in scrape.series(spec.info):

@@ -110,7 +110,13 @@ def test_two_different_gpus_in_one_string_are_ambiguous(catalog: Catalog) -> Non
         ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
         ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
         ("Llama 3.1 8B", "llama-3.1-8b", None),
-        ("Meta-Llama-3-8B-Instruct", "llama-3.1-8b", None),  # same shapes, 8k context
+        # Llama 3 keeps its generation (8k context), never folded into 3.1 (issue 14).
+        ("Meta-Llama-3-8B-Instruct", "llama-3-8b", None),
+        ("meta-llama/Meta-Llama-3-70B-Instruct", "llama-3-70b", None),
+        ("llama3:8b", "llama-3-8b", "gguf-q4_0"),
+        ("Meta-Llama-3-8B-Instruct.Q4_K_M.gguf", "llama-3-8b", "gguf-q4_k_m"),
+        ("Llama-3.1-8B-Instruct.i1-Q4_K_M", "llama-3.1-8b", "gguf-q4_k_m"),
+        ("unsloth/Llama-3.1-8B-Instruct-UD-Q4_K_XL", "llama-3.1-8b", None),
         ("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "llama-3.1-8b", "awq-int4-g128"),
         ("neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", "llama-3.1-8b", "fp8-e4m3"),
         ("RedHatAI/Llama-3.1-8B-Instruct-FP8-dynamic", "llama-3.1-8b", "fp8-e4m3"),

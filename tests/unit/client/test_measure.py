@@ -5,6 +5,8 @@ exact: nothing here depends on how fast the machine runs the test."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import pytest
@@ -315,3 +317,80 @@ def test_the_fake_clock_stamps_the_run(clock: FakeClock) -> None:
     assert short is not None and long is not None
     assert elapsed == pytest.approx(short.wall_s + long.wall_s, abs=1e-6)
     assert long.wall_s == pytest.approx(4 * (0.02 + 0.0001 * long.prompt_tokens() + 63 * 0.01), rel=1e-6)  # type: ignore[operator]
+
+
+# --- a measure that always measures (issue 14) ----------------------------------------------------
+
+
+@dataclass
+class EosAtOnceLLM(FakeLLM):
+    """A model that ends its answer after ``eos_after`` tokens unless the request sets
+    ``ignore_eos``; optionally a server that refuses the field (as a strict OpenAI proxy would)."""
+
+    eos_after: int = 1
+    refuse_fixed_length: bool = False
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+    def _completion(self, request: httpx.Request, *, chat: bool) -> httpx.Response:
+        body = json.loads(request.content)
+        if body.get("stream"):
+            self.bodies.append(body)
+            if self.refuse_fixed_length and ("ignore_eos" in body or "min_tokens" in body):
+                return httpx.Response(400, json={"error": "unknown field ignore_eos"})
+            if not body.get("ignore_eos"):
+                body["max_tokens"] = min(int(body["max_tokens"]), self.eos_after)
+                request = httpx.Request(request.method, request.url, json=body)
+        return super()._completion(request, chat=chat)
+
+
+def test_a_model_that_ends_at_once_still_streams_the_requested_tokens(clock: FakeClock) -> None:
+    llm = EosAtOnceLLM(clock, eos_after=1)
+    result = measure(OpenAIBackend(_http(llm.handler), clock=clock), options=_opts(max_tokens=32), clock=clock)
+    long = result.probe("long")
+    assert long is not None
+    assert long.output_tokens() == 32
+    assert all(not s.early_stop and s.attempts == 1 for p in result.probes for s in p.samples)
+    # Every streamed request asked for the fixed length, in the fields vLLM/SGLang/llama.cpp read.
+    assert all(b["ignore_eos"] is True and b["min_tokens"] == 32 for b in llm.bodies)
+    assert not any("stopped before" in n for n in result.notes)
+
+
+def test_early_stops_are_retried_and_reported_when_the_server_refuses_a_fixed_length(clock: FakeClock) -> None:
+    llm = EosAtOnceLLM(clock, eos_after=3, refuse_fixed_length=True)
+    result = measure(OpenAIBackend(_http(llm.handler), clock=clock), options=_opts(max_tokens=16), clock=clock)
+    short = result.probe("short")
+    assert short is not None
+    assert [s.attempts for s in short.samples] == [3, 3, 3, 3]  # each retried up to MAX_ATTEMPTS
+    assert all(s.early_stop and s.output_tokens == 3 for s in short.samples)
+    assert short.summary()["early_stops"] == 4
+    assert short.summary()["retries"] == 8
+    assert "the server refused ignore_eos/min_tokens: the output length was not fixed" in result.notes
+    assert (
+        "8 request(s) stopped before 16 tokens even after 3 attempts (the shortest after 3): the model ended its "
+        "answer and the server did not hold it to the requested length, so decode figures cover shorter answers"
+    ) in result.notes
+    assert "16 retries for failed or early-stopped requests" in result.notes
+
+
+def test_a_failed_request_is_retried_and_the_probe_still_measures(clock: FakeClock) -> None:
+    calls = {"n": 0}
+    llm = FakeLLM(clock)
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else {}
+        if body.get("stream"):
+            calls["n"] += 1
+            if calls["n"] == 2:  # the second streamed request hits a transient server error
+                return httpx.Response(503, text="busy")
+        return llm.handler(request)
+
+    result = measure(OpenAIBackend(_http(flaky), clock=clock), options=_opts(), clock=clock)
+    short = result.probe("short")
+    assert short is not None
+    assert len(short.ok) == 4
+    assert [s.attempts for s in short.samples] == [1, 2, 1, 1]
+    assert "1 retry for failed or early-stopped requests" in result.notes
+
+
+def test_at_least_eight_requests_per_probe_by_default() -> None:
+    assert MeasureOptions().repeat == 8

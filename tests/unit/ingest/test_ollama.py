@@ -55,11 +55,31 @@ def test_cached_prompt_tokens_are_taken_out_of_prefill() -> None:
     assert runs[0].workload.num_requests == 3
 
 
-def test_tiny_prompts_give_no_prefill_speed() -> None:
+def test_a_tiny_prompt_still_stores_the_seed_formula_with_a_quality_mark() -> None:
+    # The seed teaches prefill = prompt_eval_count / prompt_eval_duration; with only short prompts
+    # the figure is stored, and marked so that the fit and the rules ignore it.
     response = dict(SAMPLE, prompt_eval_count=12)
     run = PARSER.parse(Input(json.dumps(response).encode()))[0]
-    assert run.metrics.prefill_tok_s is None
+    assert run.metrics.prefill_tok_s == pytest.approx(12 / (SAMPLE["prompt_eval_duration"] / 1e9))
+    assert run.source.quality == {"prefill_tok_s": "overhead-dominated: 12 prompt tokens"}
     assert run.metrics.decode_tok_s is not None
+
+
+def test_a_tiny_prompt_beside_a_long_one_is_left_out_unmarked() -> None:
+    long = dict(SAMPLE, prompt_eval_count=640, prompt_eval_duration=320_000_000)
+    short = dict(SAMPLE, prompt_eval_count=12, prompt_eval_duration=60_000_000)
+    run = PARSER.parse(Input(json.dumps([long, short]).encode()))[0]
+    assert run.metrics.prefill_tok_s == pytest.approx(640 / 0.32)
+    assert run.source.quality == {}
+    assert any("1 response(s) evaluated fewer than 32 prompt tokens" in n for n in run.source.notes)
+
+
+def test_the_real_28_token_prompt_is_marked_overhead_dominated() -> None:
+    raw = (FIXTURES / "hank2333-qwen3.5-4b-generate-nonstream-2026-04.json").read_bytes()
+    doc = json.loads(raw.decode("utf-8-sig"))
+    run = PARSER.parse(Input(raw))[0]
+    assert run.metrics.prefill_tok_s == pytest.approx(doc["prompt_eval_count"] / (doc["prompt_eval_duration"] / 1e9))
+    assert run.source.quality == {"prefill_tok_s": "overhead-dominated: 28 prompt tokens"}
 
 
 @pytest.mark.parametrize(
