@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from advisor.physics.roofline import (
     ACTIVATION_RESERVE_BYTES_PER_DEVICE,
+    GIB,
     KV_BYTES_PER_ELEMENT,
+    RUNTIME_RESERVE_BYTES_PER_DEVICE,
     TP_BANDWIDTH_EFFICIENCY,
     TP_COMPUTE_EFFICIENCY,
     analyse,
@@ -46,7 +48,9 @@ from advisor.physics.specs import (
 __all__ = [
     "ACTIVATION_RESERVE_BYTES_PER_DEVICE",
     "ESTIMATED_OPS_PER_BYTE",
+    "GIB",
     "KV_BYTES_PER_ELEMENT",
+    "RUNTIME_RESERVE_BYTES_PER_DEVICE",
     "TP_BANDWIDTH_EFFICIENCY",
     "TP_COMPUTE_EFFICIENCY",
     "HardwareKind",

@@ -34,7 +34,9 @@ from advisor.physics.specs import HardwareSpec, ModelSpec, QuantSpec, Roofline
 
 __all__ = [
     "ACTIVATION_RESERVE_BYTES_PER_DEVICE",
+    "GIB",
     "KV_BYTES_PER_ELEMENT",
+    "RUNTIME_RESERVE_BYTES_PER_DEVICE",
     "TP_BANDWIDTH_EFFICIENCY",
     "TP_COMPUTE_EFFICIENCY",
     "analyse",
@@ -85,9 +87,34 @@ KV_BYTES_PER_ELEMENT: dict[str, float] = {
 #: 2 GiB is a round, slightly generous figure so the pool estimate errs small, not large.
 ACTIVATION_RESERVE_BYTES_PER_DEVICE: float = 2.0 * 1024**3
 
+#: Bytes in a GiB. Device memory is counted in GiB, as the engines see it: an "80 GB" H100 has
+#: 80 GiB of HBM (torch.cuda.mem_get_info reports 85.0e9 bytes total), a "24 GB" card 24 GiB.
+GIB: float = 1024.0**3
+
+#: The activation/graph reserve each runtime keeps *inside* its memory fraction, per device.
+#: * vLLM: ``gpu_memory_utilization`` covers weights, the profiled activation peak, CUDA graphs and
+#:   the KV cache, so the reserve comes out of it (:data:`ACTIVATION_RESERVE_BYTES_PER_DEVICE`).
+#: * TGI: warms up with ``--max-batch-prefill-tokens`` to measure the same peak inside
+#:   ``--cuda-memory-fraction``: the same reserve.
+#: * SGLang: ``--mem-fraction-static`` is weights + KV only; activations and CUDA graphs live in the
+#:   rest of the device (server_arguments docs), so nothing is reserved inside it.
+#: * TensorRT-LLM: ``free_gpu_memory_fraction`` is a share of the memory *left* after weights and
+#:   activations (KvCacheConfig docs): see :func:`kv_pool_bytes`.
+#: * llama.cpp / Ollama: a compute buffer of a few hundred MiB (logged as "compute buffer size").
+RUNTIME_RESERVE_BYTES_PER_DEVICE: dict[str, float] = {
+    "vllm": ACTIVATION_RESERVE_BYTES_PER_DEVICE,
+    "tgi": ACTIVATION_RESERVE_BYTES_PER_DEVICE,
+    "sglang": 0.0,
+    "trtllm": ACTIVATION_RESERVE_BYTES_PER_DEVICE,
+    "llamacpp": 0.5 * 1024**3,
+    "ollama": 0.5 * 1024**3,
+}
+
 #: Tensor parallelism multiplies bandwidth, compute and memory by the number of devices. The
 #: ceiling keeps the ideal (factor 1.0): all-reduce cost is a *runtime* inefficiency, seen as a
 #: lower measured efficiency, and the prior/fitted model carry ``tensor_parallel`` as a feature.
+#: :func:`advisor.physics.parallel.tp_efficiency` gives the share of that ideal a group keeps after
+#: its all-reduces; rules that judge against the ceiling (DEC002, CFG005) scale it by that.
 TP_BANDWIDTH_EFFICIENCY: float = 1.0
 TP_COMPUTE_EFFICIENCY: float = 1.0
 
@@ -359,10 +386,20 @@ def kv_pool_bytes(
     gpu_memory_utilization: float,
     weight_bytes_resident: float,
     tensor_parallel: int = 1,
+    runtime: str | None = None,
 ) -> float:
-    """``memory × gpu_memory_utilization − weights − reserve × devices`` (never negative).
-    ``memory_bytes`` is the whole TP group's memory."""
-    reserve = ACTIVATION_RESERVE_BYTES_PER_DEVICE * max(tensor_parallel, 1)
+    """The KV pool as ``runtime`` sizes it (never negative); ``memory_bytes`` is the whole TP
+    group's memory in bytes of GiB-counted devices (:data:`GIB`).
+
+    * default and vLLM/TGI/SGLang/llama.cpp: ``memory × fraction − weights − reserve × devices``
+      with the runtime's reserve (:data:`RUNTIME_RESERVE_BYTES_PER_DEVICE`; vLLM's when unknown);
+    * TensorRT-LLM: ``(memory − weights − reserve × devices) × fraction``, its fraction being of
+      the memory left after the weights.
+    """
+    devices = max(tensor_parallel, 1)
+    reserve = RUNTIME_RESERVE_BYTES_PER_DEVICE.get(runtime or "vllm", ACTIVATION_RESERVE_BYTES_PER_DEVICE) * devices
+    if runtime == "trtllm":
+        return max((memory_bytes - weight_bytes_resident - reserve) * gpu_memory_utilization, 0.0)
     return max(memory_bytes * gpu_memory_utilization - weight_bytes_resident - reserve, 0.0)
 
 
@@ -518,7 +555,7 @@ def _analyse(
     else:
         prefill = tflops * 1e12 / (2.0 * model.active_params_b * 1e9)
 
-    memory = hw.memory_gb * 1e9 * tp if hw.memory_gb else None
+    memory = hw.memory_gb * GIB * tp if hw.memory_gb else None  # GiB, as the engine sees it
     pool_tokens: int | None = None
     max_sequences: int | None = None
     fits: bool | None = None

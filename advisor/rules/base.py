@@ -210,6 +210,8 @@ class Rule:
     #: The engine caps severity by the size of the expected gain; a rule whose thresholds already
     #: grade that size (a regression's relative drop) opts out.
     damp_by_gain: ClassVar[bool] = True
+    #: A "cannot judge, add X" rule: the engine caps it at ``moderate`` and it never fails a verdict.
+    asks_for_context: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A rule's phase is its group's (:data:`GROUPS`), unless the class sets its own."""

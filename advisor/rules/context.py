@@ -8,6 +8,7 @@ roofline, asks the expectations function for bands, and summarises comparable ea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
     from advisor.ml.expectations import Expectations
 
 __all__ = [
+    "ASSUMED_PREFILL_MFU",
     "BASELINE_METRICS",
     "BASELINE_TOLERANCE",
+    "IMPLAUSIBLE_ITL_MS",
     "SUPPLY_HINTS",
     "Baseline",
     "BaselinePoint",
@@ -36,15 +39,28 @@ __all__ = [
     "MetricBaseline",
     "MissingField",
     "RunContext",
+    "SweepCapacity",
+    "TtftBreakdown",
+    "TtftPart",
     "baseline_key",
     "baseline_point",
     "build_baseline",
     "build_context",
     "comparable",
+    "is_microbenchmark",
     "measure",
     "metric_value",
     "normalise_kv_dtype",
+    "sweep_capacity",
+    "ttft_breakdown",
 ]
+
+#: Fraction of the compute ceiling prefill reaches when nothing better is known. Published vLLM and
+#: SGLang prefill runs land at 40-60 % MFU for 7-70B models; 0.5 keeps estimates in that band.
+ASSUMED_PREFILL_MFU = 0.5
+#: An ITL below this (10,000 tok/s per stream) is chunk arrival timed by the client, not a token
+#: gap: MEAS008 says so, and no decode speed is derived from it.
+IMPLAUSIBLE_ITL_MS = 0.1
 
 ExpectationsFn = Callable[..., "Expectations"]
 
@@ -72,11 +88,13 @@ SUPPLY_HINTS: dict[str, str] = {
         "?runtime=<name>, the X-Advisor-Runtime header, or `advisor submit --runtime <name>`"
     ),
     "workload.prompt_tokens_mean": (
-        "set workload.prompt_tokens_mean (mean prompt length in tokens; benchmark tools report it as input length)"
+        "set workload.prompt_tokens_mean (mean prompt length in tokens): ?prompt_tokens=<n>, the "
+        "X-Advisor-Prompt-Tokens header, or `advisor submit --prompt-tokens <n>`"
     ),
     "workload.concurrency": (
-        "set workload.concurrency (streams in flight), or workload.request_rate with metrics.e2e_ms, or the "
-        "server's metrics.running_mean from /metrics"
+        "set workload.concurrency (streams in flight): ?concurrency=<n> on POST /api/v1/runs, the "
+        "X-Advisor-Concurrency header, or `advisor submit --concurrency <n>`; or give the request rate "
+        "(--request-rate) with a latency, or a /metrics scrape (--metrics) for the server's running count"
     ),
     "metrics.decode_tok_s": (
         "report metrics.decode_tok_s (per-sequence decode speed) or metrics.tpot_ms / metrics.itl_ms; Ollama "
@@ -182,6 +200,17 @@ class RunContext:
     #: For what-if predictions (e.g. the same model on other hardware). Not part of equality.
     catalog: Catalog | None = field(default=None, compare=False, repr=False)
     expectations_fn: ExpectationsFn | None = field(default=None, compare=False, repr=False)
+    #: Where the typical TTFT goes (:func:`ttft_breakdown`); None without a TTFT.
+    ttft: TtftBreakdown | None = field(default=None, compare=False)
+    #: What was derived from the file rather than given ("concurrency 12 by Little's law ...").
+    notes: tuple[str, ...] = ()
+    #: The knee of the sweep file the run came from (:func:`sweep_capacity`); None for one run.
+    sweep: SweepCapacity | None = field(default=None, compare=False)
+
+    @property
+    def microbenchmark(self) -> bool:
+        """An engine test (llama-bench, vLLM bench latency/throughput): no workload advice."""
+        return is_microbenchmark(self.run)
 
     def metric(self, path: str) -> float | None:
         """A metric by dotted path (``ttft_ms.p99``, ``decode_tok_s``); derived values first."""
@@ -218,6 +247,36 @@ def _first(p: Percentiles, *keys: str) -> tuple[float, str] | None:
     return None
 
 
+def _implausible_itl(itl: Percentiles) -> bool:
+    typical = itl.p50 if itl.p50 is not None else itl.mean
+    return typical is not None and typical < IMPLAUSIBLE_ITL_MS
+
+
+def _rate(run: CanonicalRun) -> tuple[float, str] | None:
+    """Requests per second through the system: achieved, else offered."""
+    m, w = run.metrics, run.workload
+    if m.request_throughput_rps is not None and m.request_throughput_rps > 0:
+        return float(m.request_throughput_rps), "metrics.request_throughput_rps"
+    if w.request_rate is not None and w.request_rate > 0:
+        return float(w.request_rate), "workload.request_rate"
+    return None
+
+
+def _latency_ms(run: CanonicalRun) -> tuple[float, str] | None:
+    """Mean time a request spends in the system: e2e, else TTFT + output × TPOT."""
+    m, w = run.metrics, run.workload
+    e2e = _first(m.e2e_ms, "mean", "p50")
+    if e2e is not None:
+        return e2e[0], f"e2e_ms.{e2e[1]}"
+    ttft = _first(m.ttft_ms, "mean", "p50")
+    tpot = _first(m.tpot_ms, "mean", "p50") or (None if _implausible_itl(m.itl_ms) else _first(m.itl_ms, "mean", "p50"))
+    if tpot is None and m.decode_tok_s is not None and m.decode_tok_s > 0:
+        tpot = 1000.0 / m.decode_tok_s, "1000 / decode_tok_s"
+    if ttft is not None and tpot is not None and w.output_tokens_mean:
+        return ttft[0] + tpot[0] * w.output_tokens_mean, "(ttft + output_tokens × tpot)"
+    return None
+
+
 def measure(run: CanonicalRun) -> Measured:
     """Derive :class:`Measured` from a canonical run."""
     m, w = run.metrics, run.workload
@@ -228,6 +287,8 @@ def measure(run: CanonicalRun) -> Measured:
     else:
         for name in ("tpot_ms", "itl_ms"):
             hit = _first(getattr(m, name), "mean", "p50")
+            if name == "itl_ms" and _implausible_itl(m.itl_ms):
+                continue
             if hit is not None:
                 decode, decode_source = 1000.0 / hit[0], f"1000 / {name}.{hit[1]}"
                 break
@@ -238,9 +299,10 @@ def measure(run: CanonicalRun) -> Measured:
         concurrency, concurrency_source = m.running_mean, "metrics.running_mean"
     elif w.concurrency is not None and w.concurrency > 0:
         concurrency, concurrency_source = w.concurrency, "workload.concurrency"
-    elif w.request_rate is not None and w.request_rate > 0 and (e2e := _first(m.e2e_ms, "mean", "p50")):
+    elif (rate := _rate(run)) is not None and (latency := _latency_ms(run)) is not None:
         # Little's law: sequences in flight = arrival rate × time each spends in the system.
-        concurrency, concurrency_source = max(1.0, w.request_rate * e2e[0] / 1000.0), "request_rate × e2e_ms"
+        concurrency = max(1.0, rate[0] * latency[0] / 1000.0)
+        concurrency_source = f"Little's law: {rate[1]} × {latency[1]}"
     elif w.num_requests == 1 or m.requests_completed == 1:
         concurrency, concurrency_source = 1.0, "single request"
 
@@ -404,6 +466,7 @@ def build_context(
     baseline_runs: Iterable[CanonicalRun | BaselinePoint] = (),
     expectations_fn: ExpectationsFn | None = None,
     resolved: ResolvedSetup | None = None,
+    sweep: SweepCapacity | None = None,
 ) -> RunContext:
     """Compute the physics and the expectations, and freeze them with the run for the rules.
 
@@ -430,12 +493,16 @@ def build_context(
         "model": "weight and KV bytes, so every ceiling and the KV pool",
         "quantization": "the bytes per weight, so every ceiling and the quantization advice",
     }
+    notes: list[str] = []
+    measured_bits = _measured_bits(run)
     for kind, reason in resolved.unresolved.items():
+        if kind == "quantization" and measured_bits is not None:
+            continue  # the file measures it (below)
         path = f"setup.{kind}"
         missing.append(MissingField(path, reason, blocks[kind], SUPPLY_HINTS[path]))
     hardware = resolved.hardware
     model = resolved.model
-    quant = resolved.quantization
+    quant = _with_measured_bits(resolved.quantization, measured_bits, setup.runtime, notes)
 
     if setup.runtime is None:
         missing.append(
@@ -460,10 +527,15 @@ def build_context(
             )
         )
     if measured.concurrency is None and measured.decode_tok_s is not None and (measured.n_requests or 0) > 1:
+        have_rate = _rate(run) is not None
         missing.append(
             MissingField(
                 "workload.concurrency",
-                "the run has many requests but no concurrency, rate or running count",
+                (
+                    "the run has a request rate but no end-to-end latency or TTFT with TPOT to apply Little's law to"
+                    if have_rate
+                    else "the run has many requests but no concurrency, request rate or running count"
+                ),
                 "the per-stream decode ceiling (batching lowers it), so how far decode is from it",
                 SUPPLY_HINTS["workload.concurrency"],
             )
@@ -508,7 +580,11 @@ def build_context(
         expectations = _expect(expectations_fn, roofline, setup.runtime, hardware, model, quant)
 
     baseline = build_baseline(baseline_runs, current=run)
-    return RunContext(
+    if measured.concurrency_source and measured.concurrency_source.startswith("Little's law"):
+        notes.append(
+            f"workload.concurrency derived: {measured.concurrency:.3g} streams by {measured.concurrency_source}"
+        )
+    ctx = RunContext(
         run=run,
         hardware=hardware,
         model=model,
@@ -523,7 +599,46 @@ def build_context(
         measured=measured,
         catalog=catalog,
         expectations_fn=expectations_fn,
+        notes=tuple(notes),
+        sweep=sweep,
     )
+    return dataclasses.replace(ctx, ttft=ttft_breakdown(ctx))
+
+
+#: Measured bits per weight more than this fraction away from the declared format's are what ran
+#: (a GGUF named F16 whose experts are MXFP4 measures about 5.3 bits).
+_BITS_TOLERANCE = 0.2
+
+
+def _measured_bits(run: CanonicalRun) -> float | None:
+    """Bits per weight the file measures (llama-bench: model_size × 8 / model_n_params)."""
+    text = run.labels.get("bits_per_weight")
+    try:
+        bits = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return bits if bits is not None and 1.0 <= bits <= 32.0 else None
+
+
+def _with_measured_bits(
+    quant: QuantSpec | None, measured: float | None, runtime: str | None, notes: list[str]
+) -> QuantSpec | None:
+    """The declared format, or the file's measured density where the two disagree (or none is
+    declared): the physics must judge what ran, not the name of the file."""
+    if measured is None:
+        return quant
+    if quant is not None and abs(measured - quant.bits_per_weight) <= _BITS_TOLERANCE * quant.bits_per_weight:
+        return quant
+    # llama.cpp mixes tensor types in one GGUF and computes in fp16 whatever the storage.
+    family = "gguf" if runtime == "llamacpp" or quant is None else quant.family
+    if quant is None:
+        notes.append(f"bits per weight derived: {measured:.3g}, from the file's model_size × 8 / model_n_params")
+        return QuantSpec("measured", f"measured {measured:.2f} bits per weight", measured, family)
+    notes.append(
+        f"bits per weight derived: {measured:.3g} from the file's model_size × 8 / model_n_params, not the "
+        f"{quant.bits_per_weight:g} its name {quant.name} implies (mixed tensor types); the physics uses {measured:.3g}"
+    )
+    return QuantSpec(quant.id, f"{quant.name} (measured {measured:.2f} bits)", measured, family)
 
 
 def _kv_dtype(catalog: Catalog, value: str | None) -> str:
@@ -578,3 +693,224 @@ def _expect(
         # Expectations refine findings; a model that cannot answer for an odd setup must not
         # take the physics-based findings down with it.
         return None
+
+
+#: Tools whose runs are engine tests (fixed synthetic batches timed inside the engine), not user
+#: traffic: prompt, prefix and queueing advice does not apply to them.
+_MICROBENCHMARK_TOOLS = ("llama-bench", "llama-batched-bench", "bench latency", "bench throughput")
+_MICROBENCHMARK_FORMATS = ("llama_bench",)
+
+
+def is_microbenchmark(run: CanonicalRun) -> bool:
+    """llama-bench, llama-batched-bench, vLLM ``bench latency`` / ``bench throughput`` (and the
+    legacy ``benchmark_latency.py`` / ``benchmark_throughput.py``)."""
+    source = run.source
+    if source.format in _MICROBENCHMARK_FORMATS:
+        return True
+    tool = (source.tool or "").lower().replace("_", " ").replace("benchmark ", "bench ")
+    return any(name in tool for name in _MICROBENCHMARK_TOOLS)
+
+
+@dataclass(frozen=True, slots=True)
+class TtftPart:
+    """One part of the time to first token: milliseconds, where the number comes from, and how
+    sure it is (0..1). ``ms`` is None when nothing in the run or the physics gives it."""
+
+    ms: float | None
+    source: str
+    confidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ms": None if self.ms is None else round(self.ms, 1),
+            "source": self.source,
+            "confidence": round(self.confidence, 2),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TtftBreakdown:
+    """Where a run's typical TTFT goes: ``queueing + prefill + cache + remainder = total_ms``.
+
+    ``prefill`` is the compute for the whole prompt, ``cache`` the (negative) time the prefix cache
+    saved of it, ``remainder`` what neither explains: network, host, tokenisation, hidden reasoning
+    tokens before the first visible one.
+    """
+
+    total_ms: float
+    basis: str
+    queueing: TtftPart
+    prefill: TtftPart
+    cache: TtftPart
+    remainder: TtftPart
+
+    @property
+    def dominant(self) -> str:
+        """The largest of ``queueing``, ``prefill`` (net of the cache) and ``remainder``."""
+        net_prefill = (self.prefill.ms or 0.0) + (self.cache.ms or 0.0)
+        parts = {"queueing": self.queueing.ms or 0.0, "prefill": net_prefill, "remainder": self.remainder.ms or 0.0}
+        return max(parts, key=lambda k: (parts[k], k == "prefill"))
+
+    def share(self, part: str) -> float:
+        """A part's share of the total (prefill net of the cache)."""
+        if self.total_ms <= 0:
+            return 0.0
+        if part == "prefill":
+            value = (self.prefill.ms or 0.0) + (self.cache.ms or 0.0)
+        else:
+            value = getattr(self, part).ms or 0.0
+        return max(0.0, min(1.0, value / self.total_ms))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queueing": self.queueing.to_dict(),
+            "prefill": self.prefill.to_dict(),
+            "cache": self.cache.to_dict(),
+            "remainder": self.remainder.to_dict(),
+            "total_ms": round(self.total_ms, 1),
+            "basis": self.basis,
+            "dominant": self.dominant,
+        }
+
+
+def _prefill_rate(ctx: RunContext) -> tuple[float, str, float] | None:
+    """Prompt tokens/s this setup prefills at, its source and confidence: measured, the fitted
+    expectation, or the physics ceiling at :data:`ASSUMED_PREFILL_MFU`."""
+    if ctx.measured.prefill_tok_s:
+        return ctx.measured.prefill_tok_s, "metrics.prefill_tok_s", 0.8
+    band = getattr(ctx.expectations, "prefill_tok_s", None) if ctx.expectations is not None else None
+    expected = getattr(band, "expected", None) if band is not None else None
+    if isinstance(expected, int | float) and expected > 0:
+        return float(expected), "expected prefill_tok_s", 0.6
+    if ctx.roofline is not None and ctx.roofline.prefill_ceiling_tok_s:
+        rate = ctx.roofline.prefill_ceiling_tok_s * ASSUMED_PREFILL_MFU
+        return rate, f"physics prefill ceiling × {ASSUMED_PREFILL_MFU:g} MFU", 0.5
+    return None
+
+
+def _queueing(ctx: RunContext, total: float, prefill_net: float | None) -> TtftPart:
+    m, w = ctx.run.metrics, ctx.run.workload
+    hit = _first(m.queue_ms, "p50", "mean")
+    if hit is not None:
+        return TtftPart(min(hit[0], total), f"metrics.queue_ms.{hit[1]} (scheduler delay)", 0.9)
+    if m.queue_waiting_mean and m.request_throughput_rps:
+        # Little's law on the queue: time waiting = requests waiting ÷ requests served per second.
+        wait = m.queue_waiting_mean / m.request_throughput_rps * 1000.0
+        return TtftPart(min(wait, total), "Little's law: queue_waiting_mean ÷ request_throughput_rps", 0.7)
+    offered, achieved = w.request_rate, m.request_throughput_rps
+    if offered and achieved and achieved < OVERLOAD_SERVED_SHARE * offered:
+        # Offered far above served: the queue grows through the run, and TTFT is mostly waiting.
+        rest = max(total - (prefill_net or 0.0), 0.0)
+        return TtftPart(rest, f"offered {offered:g} req/s, served {achieved:g} req/s: the rest is queueing", 0.6)
+    concurrency = ctx.measured.concurrency
+    if concurrency is not None and concurrency <= 1.0:
+        return TtftPart(0.0, "one request at a time: nothing to queue behind", 0.8)
+    return TtftPart(None, "no queue time, waiting count or offered rate reported", 0.0)
+
+
+#: Served ÷ offered below which a run is overloaded (its queue grows through the run).
+OVERLOAD_SERVED_SHARE = 0.9
+
+
+def ttft_breakdown(ctx: RunContext) -> TtftBreakdown | None:
+    """Split the typical TTFT (p50, else mean) into queueing, prefill, cache and the remainder.
+
+    Queueing: the scheduler delay the tool reports (inference-perf, guidellm, vLLM queue time),
+    else the waiting count by Little's law, else offered against served rate. Prefill: the prompt
+    over the expected prefill rate. Cache: the prefix hits (hit rate or cached prompt tokens),
+    negative. Remainder: the rest (never below 0).
+    """
+    ttft = _first(ctx.run.metrics.ttft_ms, "p50", "mean")
+    if ttft is None:
+        return None
+    total, basis = ttft[0], f"ttft_ms.{ttft[1]}"
+    m = ctx.measured
+    rate = _prefill_rate(ctx)
+    prefill = TtftPart(None, "no prompt length or prefill rate", 0.0)
+    cache = TtftPart(0.0, "no prefix-cache hits reported", 0.3)
+    if m.prompt_tokens is not None and rate is not None:
+        prefill = TtftPart(m.prompt_tokens / rate[0] * 1000.0, f"prompt_tokens_mean ÷ {rate[1]}", rate[2])
+        if m.uncached_prompt_tokens is not None and m.uncached_prompt_tokens < m.prompt_tokens:
+            saved = (m.prompt_tokens - m.uncached_prompt_tokens) / rate[0] * 1000.0
+            hits = (
+                "metrics.cached_prompt_tokens_mean"
+                if ctx.run.metrics.cached_prompt_tokens_mean is not None
+                else "metrics.prefix_cache_hit_rate"
+            )
+            cache = TtftPart(-saved, f"{hits} × the prefill rate", rate[2])
+    if prefill.ms is not None and prefill.ms + (cache.ms or 0.0) > total:
+        # Prefill cannot take longer than the whole TTFT: the estimate was too slow; scale it down.
+        scale = total / (prefill.ms + (cache.ms or 0.0))
+        prefill = TtftPart(prefill.ms * scale, prefill.source + " (capped at the TTFT)", prefill.confidence * 0.7)
+        cache = TtftPart((cache.ms or 0.0) * scale, cache.source, cache.confidence)
+    prefill_net = None if prefill.ms is None else prefill.ms + (cache.ms or 0.0)
+    queueing = _queueing(ctx, total, prefill_net)
+    explained = (queueing.ms or 0.0) + (prefill_net or 0.0)
+    known = prefill.ms is not None and queueing.ms is not None
+    remainder = TtftPart(
+        max(total - explained, 0.0),
+        "the rest: network, host, tokenisation, hidden reasoning tokens",
+        0.6 if known else 0.2,
+    )
+    return TtftBreakdown(total, basis, queueing, prefill, cache, remainder)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCapacity:
+    """What a sweep file (several offered rates or concurrencies of one setup) says about the
+    setup's capacity: the knee, the highest load it keeps up with, and the rate it serves there.
+
+    ``load`` is ``request_rate`` (the knee is the highest offered rate served within
+    :data:`OVERLOAD_SERVED_SHARE`) or ``concurrency`` (the knee is the lowest concurrency that
+    reaches 90 % of the sweep's best throughput: beyond it, more streams only queue).
+    """
+
+    load: str
+    knee: float
+    capacity_rps: float
+    points: int
+    overloaded_from: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "load": self.load,
+            "knee": round(self.knee, 3),
+            "capacity_rps": round(self.capacity_rps, 3),
+            "points": self.points,
+            "overloaded_from": None if self.overloaded_from is None else round(self.overloaded_from, 3),
+        }
+
+
+#: Share of a concurrency sweep's best throughput at which more streams stop paying.
+_KNEE_THROUGHPUT_SHARE = 0.9
+
+
+def sweep_capacity(runs: Sequence[CanonicalRun]) -> SweepCapacity | None:
+    """The knee of a sweep file's runs, or None when they are not a sweep (fewer than two distinct
+    loads with a served rate) or are engine microbenchmarks."""
+    points = [r for r in runs if r.metrics.request_throughput_rps and not is_microbenchmark(r)]
+    rated = sorted(
+        (
+            (float(r.workload.request_rate), float(r.metrics.request_throughput_rps or 0.0))
+            for r in points
+            if r.workload.request_rate
+        ),
+    )
+    if len({rate for rate, _ in rated}) >= 2:
+        kept = [(rate, served) for rate, served in rated if served >= OVERLOAD_SERVED_SHARE * rate]
+        over = [rate for rate, served in rated if served < OVERLOAD_SERVED_SHARE * rate]
+        if kept:
+            knee, served = kept[-1]
+            return SweepCapacity("request_rate", knee, served, len(rated), min(over) if over else None)
+        lowest, served = rated[0]
+        return SweepCapacity("request_rate", lowest, served, len(rated), lowest)
+    loads = sorted(
+        (float(r.workload.concurrency), float(r.metrics.request_throughput_rps or 0.0))
+        for r in points
+        if r.workload.concurrency
+    )
+    if len({c for c, _ in loads}) < 2:
+        return None
+    best = max(served for _, served in loads)
+    knee, served = next((c, s) for c, s in loads if s >= _KNEE_THROUGHPUT_SHARE * best)
+    return SweepCapacity("concurrency", knee, served, len(loads))

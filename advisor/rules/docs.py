@@ -15,6 +15,7 @@ from pathlib import Path
 from advisor.rules.base import GROUPS, Rule
 from advisor.rules.config import ParamSpec, ThresholdSpec, ThresholdTable, load_table
 from advisor.rules.registry import get_rules, rule_specs
+from advisor.rules.runtimes import rule_fix_flags, versions_of
 
 __all__ = ["DEFAULT_PATH", "main", "render"]
 
@@ -30,7 +31,36 @@ below, damped by whether it matters), evidence ("expected x, found y"), a fix pe
 expected gain and a confidence. Thresholds are `[low, moderate, severe, critical]`; *ascending*
 means bigger values are worse; a value marked *shared* comes from the `[limits]` table, where one
 edit changes every rule that refers to it. Override them with a TOML file named by
-`ADVISOR_RULES_THRESHOLDS_FILE`. Preview rules are reported but never change the verdict.
+`ADVISOR_RULES_THRESHOLDS_FILE`.
+"""
+
+#: The verdict rule (advisor.rules.engine.advise), stated once for readers of the catalogue.
+_VERDICT = """## The verdict
+
+Every answer carries a `verdict` and the `verdict_reasons` behind it, each
+`{kind, name, limit, found, text}`:
+
+- **fail** when a deployment SLO is breached (`kind: "slo"`, `name` the objective such as
+  `ttft_p99_ms`, `limit` its target, `found` the measured value), or when a stable rule fires at
+  or above the severity it declares as failing the verdict (`kind: "finding"`, `name` the rule ID,
+  `limit` that severity, `found` the finding's). A fail lists only what fails it.
+- **warn** when a stable rule's finding is `moderate` or worse, or any finding (preview rules
+  too) is `severe` or worse: a run with a severe or critical finding is never `pass`.
+- **pass** otherwise.
+
+Missing context is information, not failure: a rule that asks for a field the run lacks
+(MEAS004) is capped at `moderate`, never fails the verdict and never trips
+`advisor submit --fail-on severe`. Its fix names the query parameter, header and CLI flag that
+supply the field; what the file implies is derived first and noted in `analysis.notes`: the
+concurrency by Little's law (served rate × mean latency), and the bits per weight from llama-bench's
+`model_size × 8 / model_n_params` (a GGUF named F16 whose experts are MXFP4 is judged at its
+measured ~5.3 bits, not called "not what ran").
+
+Each answer's `analysis.ttft_breakdown` splits the typical TTFT into `queueing`, `prefill`,
+`cache` (negative: what the prefix cache saved) and `remainder` (network, host, hidden reasoning
+tokens), each `{ms, source, confidence}`; prompt, prefix and batched-token advice applies only
+where prefill is a real part of it, and engine microbenchmarks (llama-bench, vLLM
+`bench latency`/`bench throughput`) get no workload advice.
 """
 
 
@@ -52,6 +82,7 @@ def _rule_section(rule: Rule) -> list[str]:
     lines = [f"### {rule.id}", "", f"`{rule.name}` · " + " · ".join(meta), "", docs.summary, ""]
     for title, body in docs.sections.items():
         lines += [f"#### {title}", "", body, ""]
+    lines += _applies_section(rule)
     if rule.thresholds:
         lines += [
             "#### Thresholds",
@@ -74,6 +105,19 @@ def _rule_section(rule: Rule) -> list[str]:
     return lines
 
 
+def _applies_section(rule: Rule) -> list[str]:
+    """Which runtimes the rule's fixes speak to, with each flag's versions (rules/data/runtimes.toml)."""
+    flags = rule_fix_flags(type(rule))
+    if not flags:
+        return []
+    lines = ["#### Fix applies to", "", "| runtime | flags (versions) |", "|---|---|"]
+    for runtime in sorted(flags):
+        cells = ", ".join(f"`{f}` ({versions_of(runtime, f)})" for f in sorted(flags[runtime]))
+        lines.append(f"| {runtime} | {_cell(cells)} |")
+    lines.append("")
+    return lines
+
+
 def _limits_section(table: ThresholdTable, rules: Sequence[Rule]) -> list[str]:
     """Each ``[limits]`` value once, with the rule keys that refer to it."""
     lines = ["## Shared limits (`[limits]`)", "", "| key | value | referred to by |", "|---|---|---|"]
@@ -91,7 +135,14 @@ def render() -> str:
     """The whole page, from the rules and the shipped thresholds."""
     table = load_table(rule_specs())
     rules = get_rules(table=table, include_deprecated=True)
-    lines = [_HEADER, "## Index", "", "| ID | name | phase | action | status | summary |", "|---|---|---|---|---|---|"]
+    lines = [
+        _HEADER,
+        _VERDICT,
+        "## Index",
+        "",
+        "| ID | name | phase | action | status | summary |",
+        "|---|---|---|---|---|---|",
+    ]
     for rule in rules:
         lines.append(
             f"| [{rule.id}](#{rule.id.lower()}) | `{rule.name}` | {rule.phase} | `{rule.action}` | {rule.rule_status} "

@@ -23,7 +23,18 @@ from advisor.rules.severity import Severity, damp
 if TYPE_CHECKING:
     from advisor.ml.expectations import Expectations
 
-__all__ = ["Advice", "Recommendation", "SloCheck", "Suppressed", "Verdict", "advise", "check_slos", "score"]
+__all__ = [
+    "CONTEXT_SEVERITY_CAP",
+    "Advice",
+    "Recommendation",
+    "SloCheck",
+    "Suppressed",
+    "Verdict",
+    "VerdictReason",
+    "advise",
+    "check_slos",
+    "score",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +44,9 @@ Verdict = Literal["pass", "warn", "fail"]
 _FULL_GAIN = math.log(4.0)
 #: Size assumed for findings that predict no number (measurement quality, missing fields).
 _UNKNOWN_GAIN_SIZE = 0.5
+#: Missing context is information, not failure: a rule that asks for a field (``asks_for_context``)
+#: is never above this, so it never trips ``--fail-on severe`` and never fails the verdict.
+CONTEXT_SEVERITY_CAP = Severity.MODERATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +126,22 @@ class SloCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class VerdictReason:
+    """Why the verdict is what it is: a breached objective (``kind="slo"``: ``name`` is the
+    objective, ``limit`` its target, ``found`` the measured value) or a finding (``kind="finding"``:
+    ``name`` is the rule ID, ``limit`` the severity that moves the verdict, ``found`` the finding's)."""
+
+    kind: Literal["slo", "finding"]
+    name: str
+    limit: float | str
+    found: float | str | None
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "limit": self.limit, "found": self.found, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
 class Advice:
     """What :func:`advise` returns; :meth:`to_dict` is the API's ``{verdict, recommendations,
     expectations}`` plus the reasons for the verdict, the SLO checks and the missing fields."""
@@ -120,7 +150,7 @@ class Advice:
     recommendations: tuple[Recommendation, ...]
     expectations: Expectations | None
     findings_suppressed: tuple[Suppressed, ...] = ()
-    verdict_reasons: tuple[str, ...] = ()
+    verdict_reasons: tuple[VerdictReason, ...] = ()
     slo: tuple[SloCheck, ...] = ()
     missing: tuple[MissingField, ...] = ()
 
@@ -129,7 +159,7 @@ class Advice:
             "verdict": self.verdict,
             "recommendations": [r.to_dict() for r in self.recommendations],
             "expectations": _expectations_dict(self.expectations),
-            "verdict_reasons": list(self.verdict_reasons),
+            "verdict_reasons": [r.to_dict() for r in self.verdict_reasons],
             "slo": [s.to_dict() for s in self.slo],
             "missing": [m.to_dict() for m in self.missing],
         }
@@ -213,8 +243,9 @@ def advise(
 
     Verdict: ``fail`` when an SLO is breached, or a stable rule fires at or above its declared
     ``fails_verdict_at`` (a regression beyond noise, a benchmark whose requests failed); ``warn``
-    when a stable rule's finding is ``moderate`` or worse; ``pass`` otherwise. Preview rules are
-    reported but never move the verdict.
+    when a stable rule's finding is ``moderate`` or worse, or any finding (preview rules too) is
+    ``severe`` or worse; ``pass`` otherwise. A rule that asks for missing context is capped at
+    ``moderate`` and never fails the verdict. Each cause is one :class:`VerdictReason`.
     """
     active = tuple(rules) if rules is not None else get_rules()
     fired: list[tuple[Rule, Finding, Severity]] = []
@@ -235,6 +266,8 @@ def advise(
             if rule.damp_by_gain
             else finding.severity
         )
+        if rule.asks_for_context:
+            severity = damp(severity, CONTEXT_SEVERITY_CAP)
         if severity < min_severity:
             suppressed.append(Suppressed(rule.id, severity, "below-threshold"))
             continue
@@ -245,8 +278,7 @@ def advise(
         for victim in rule.supersedes:
             superseded.setdefault(victim, rule.id)
     recommendations: list[Recommendation] = []
-    verdict_reasons: list[str] = []
-    fail = False
+    fail_reasons: list[VerdictReason] = []
     for rule, finding, severity in fired:
         if rule.id in superseded:
             suppressed.append(Suppressed(rule.id, severity, f"superseded-by:{superseded[rule.id]}"))
@@ -260,27 +292,29 @@ def advise(
             suppressed.append(Suppressed(rule.id, severity, "error: malformed finding"))
             continue
         threshold = rule.fails_verdict_at
-        if rule.rule_status == Status.STABLE and threshold is not None and severity >= threshold:
-            fail = True
-            verdict_reasons.append(f"{rule.id} {rule.name}: {finding.title}")
+        if (
+            rule.rule_status == Status.STABLE
+            and not rule.asks_for_context
+            and threshold is not None
+            and severity >= threshold
+        ):
+            fail_reasons.append(_finding_reason(recommendations[-1], threshold))
 
     slo = check_slos(ctx)
-    for check in slo:
-        if check.met is False:
-            fail = True
-            verb = "above" if SLO_METRICS[check.objective][1] else "below"
-            verdict_reasons.append(
-                f"SLO {check.objective}: {check.metric} {check.found:g} is {verb} the objective {check.target:g}"
-            )
+    slo_reasons = [_slo_reason(check) for check in slo if check.met is False]
 
     recommendations.sort(key=lambda r: (-int(r.severity), -r.score, r.rule_id))
-    stable_moderate = [r for r in recommendations if r.rule_status == Status.STABLE and r.severity >= Severity.MODERATE]
+    failing = {r.name for r in fail_reasons}
+    warn_reasons = [
+        _finding_reason(r, Severity.MODERATE if r.rule_status == Status.STABLE else Severity.SEVERE)
+        for r in recommendations
+        if r.rule_id not in failing and _warns(r)
+    ]
     verdict: Verdict
-    if fail:
+    if slo_reasons or fail_reasons:
         verdict = "fail"
-    elif stable_moderate:
+    elif warn_reasons:
         verdict = "warn"
-        verdict_reasons.extend(f"{r.rule_id} {r.name} is {r.severity.label}" for r in stable_moderate)
     else:
         verdict = "pass"
     return Advice(
@@ -288,7 +322,39 @@ def advise(
         recommendations=tuple(recommendations),
         expectations=ctx.expectations,
         findings_suppressed=tuple(suppressed),
-        verdict_reasons=tuple(verdict_reasons),
+        # The reasons for the verdict given: a fail lists what fails it, a warn what warns.
+        verdict_reasons=(*slo_reasons, *fail_reasons) if verdict == "fail" else tuple(warn_reasons),
         slo=slo,
         missing=ctx.missing,
+    )
+
+
+def _warns(rec: Recommendation) -> bool:
+    """A stable finding at ``moderate`` or worse, or any finding at ``severe`` or worse (a severe
+    finding never leaves the verdict at ``pass``, preview or not)."""
+    if rec.severity >= Severity.SEVERE:
+        return True
+    return rec.rule_status == Status.STABLE and rec.severity >= Severity.MODERATE
+
+
+def _finding_reason(rec: Recommendation, limit: Severity) -> VerdictReason:
+    return VerdictReason(
+        kind="finding",
+        name=rec.rule_id,
+        limit=limit.label,
+        found=rec.severity.label,
+        text=f"{rec.rule_id} {rec.name} is {rec.severity.label} (limit {limit.label}): {rec.title}",
+    )
+
+
+def _slo_reason(check: SloCheck) -> VerdictReason:
+    is_max = SLO_METRICS[check.objective][1]
+    verb = "above" if is_max else "below"
+    found = check.found if check.found is not None else float("nan")
+    return VerdictReason(
+        kind="slo",
+        name=check.objective,
+        limit=check.target,
+        found=round(found, 3),
+        text=f"SLO {check.objective}: {check.metric} {found:g} is {verb} the objective {check.target:g}",
     )

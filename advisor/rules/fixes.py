@@ -6,6 +6,9 @@ runtime-agnostic advice. Rules combine and extend them; the engine puts the run'
 
 from __future__ import annotations
 
+from advisor.catalog.capabilities import QuantChoice, weight_quant_choice
+from advisor.rules.runtimes import flag
+
 __all__ = [
     "EXTRA_OPTIONS",
     "batched_tokens",
@@ -83,15 +86,37 @@ def chunked_prefill_on(budget: int) -> dict[str, str]:
     }
 
 
-def kv_cache_quant() -> dict[str, str]:
+#: FP8 KV caveats (vLLM quantized KV cache docs; vllm-project/vllm#24577, #48786): off Hopper the
+#: attention backend must support an FP8 cache, and without calibrated scales (1.0 by default)
+#: accuracy can drop.
+FP8_KV_CAVEAT = (
+    "Off Hopper/Blackwell check that the attention backend supports an FP8 cache (FlashInfer or "
+    "Triton; vllm-project/vllm#24577); it can be slower than BF16 (vllm-project/vllm#48786); and "
+    "calibrate the KV scales (the default scale of 1.0 can cost accuracy)."
+)
+
+
+def kv_cache_quant(generation: str | None = None) -> dict[str, str]:
+    """Store the KV cache in 8 bits; FP8 advice carries its backend and scale caveats unless the
+    device is Hopper or Blackwell (where the default backends run an FP8 cache)."""
+    caveat = "" if generation in ("hopper", "blackwell") else f" {FP8_KV_CAVEAT}"
     return {
-        "vllm": "--kv-cache-dtype fp8",
-        "sglang": "--kv-cache-dtype fp8_e5m2",
-        "tgi": "--kv-cache-dtype fp8_e5m2",
-        "trtllm": f"kv_cache_config: {{dtype: fp8}} {EXTRA_OPTIONS}.",
-        "ollama": ("OLLAMA_KV_CACHE_TYPE=q8_0 with OLLAMA_FLASH_ATTENTION=1 (KV quantization needs flash attention)."),
-        "llamacpp": "-fa on -ctk q8_0 -ctv q8_0 (a quantized V cache needs flash attention).",
-        "mlx": "mlx_lm.server/generate with --kv-bits 8.",
+        "vllm": f"{flag('vllm', '--kv-cache-dtype')} fp8.{caveat}",
+        "sglang": f"{flag('sglang', '--kv-cache-dtype')} fp8_e5m2.{caveat}",
+        "tgi": f"{flag('tgi', '--kv-cache-dtype')} fp8_e5m2.{caveat}",
+        "trtllm": f"kv_cache_config: {{dtype: fp8}} {EXTRA_OPTIONS}.{caveat}",
+        "ollama": (
+            f"{flag('ollama', 'OLLAMA_KV_CACHE_TYPE')}=q8_0 with {flag('ollama', 'OLLAMA_FLASH_ATTENTION')}=1 "
+            "(KV quantization needs flash attention)."
+        ),
+        "llamacpp": (
+            f"{flag('llamacpp', '-fa')} on {flag('llamacpp', '-ctk')} q8_0 {flag('llamacpp', '-ctv')} q8_0 "
+            "(a quantized V cache needs flash attention; K alone does not)."
+        ),
+        "mlx": (
+            f"mlx_lm.server has no KV-cache quantization; mlx_lm.generate takes {flag('mlx', '--kv-bits')} 8 "
+            "(or serve a model quantized with mlx_lm.convert -q to leave more memory for the cache)."
+        ),
         "other": "Store the KV cache in 8 bits (FP8 or Q8_0): half the bytes per token to read and to hold.",
     }
 
@@ -101,7 +126,10 @@ def memory_fraction(target: float) -> dict[str, str]:
         "vllm": f"--gpu-memory-utilization {target:g}",
         "sglang": f"--mem-fraction-static {min(target, 0.9):g}",
         "tgi": "--cuda-memory-fraction 1.0 (the default) and let TGI size --max-batch-total-tokens itself.",
-        "trtllm": f"kv_cache_config: {{free_gpu_memory_fraction: {target:g}}} {EXTRA_OPTIONS}.",
+        "trtllm": (
+            f"kv_cache_config: {{free_gpu_memory_fraction: {target:g}}} {EXTRA_OPTIONS} (a share of the memory "
+            "left after the weights load, not of the whole device)."
+        ),
         "other": f"Let the engine claim {target:.0%} of device memory for weights and KV cache.",
     }
 
@@ -111,7 +139,13 @@ def max_seqs(n: int) -> dict[str, str]:
     return {
         "vllm": f"--max-num-seqs {n}",
         "sglang": f"--max-running-requests {n}",
-        "tgi": f"--max-batch-size {n}",
+        # On CUDA TGI's unpadded models ignore --max-batch-size (launcher docs): the batch is
+        # bounded by tokens and by concurrent requests.
+        "tgi": (
+            f"{flag('tgi', '--max-concurrent-requests')} {n} and size "
+            f"{flag('tgi', '--max-batch-total-tokens')} for {n} sequences of your context "
+            f"({flag('tgi', '--max-batch-size')} only applies to targets without unpadded batching)."
+        ),
         "trtllm": f"--max_batch_size {n}",
         "ollama": f"OLLAMA_NUM_PARALLEL={n} (memory grows with OLLAMA_NUM_PARALLEL × num_ctx).",
         "llamacpp": f"-np {n} (and raise -c with it: the context is divided among the slots).",
@@ -119,29 +153,99 @@ def max_seqs(n: int) -> dict[str, str]:
     }
 
 
-def weight_quant(target_bits: float) -> dict[str, str]:
-    """Quantize weights to about ``target_bits`` (8 → FP8 / Q8_0, otherwise 4-bit)."""
-    if target_bits >= 7:
-        return {
-            "vllm": "Serve an FP8 checkpoint (…-FP8 on the Hub) or quantize on load: --quantization fp8.",
-            "sglang": "--quantization fp8 (or serve an FP8 checkpoint).",
-            "tgi": "--quantize fp8",
-            "trtllm": "Quantize to FP8 with NVIDIA ModelOpt (hf_ptq.py --qformat fp8), serve the result.",
-            "ollama": "Pull a q8_0 tag of the model (ollama pull <model>:<size>-instruct-q8_0).",
-            "llamacpp": "Use a Q8_0 GGUF (llama-quantize model-f16.gguf model-q8_0.gguf Q8_0).",
-            "mlx": "mlx_lm.convert --hf-path <model> -q --q-bits 8",
-            "other": "Quantize the weights to 8 bits (FP8, INT8 or Q8_0): half the bytes per decoded token.",
-        }
-    return {
-        "vllm": ("Serve a 4-bit AWQ or GPTQ checkpoint (vLLM picks the Marlin kernels; --quantization awq_marlin)."),
-        "sglang": "Serve a 4-bit AWQ/GPTQ checkpoint (--quantization awq_marlin).",
-        "tgi": "--quantize awq with an AWQ checkpoint (or --quantize gptq).",
-        "trtllm": "Quantize to INT4 AWQ with NVIDIA ModelOpt (--qformat int4_awq) and serve that checkpoint.",
-        "ollama": "Pull a q4_K_M tag of the model.",
-        "llamacpp": "Use a Q4_K_M GGUF (llama-quantize model-f16.gguf model-q4_k_m.gguf Q4_K_M).",
-        "mlx": "mlx_lm.convert --hf-path <model> -q --q-bits 4",
-        "other": "Quantize the weights to 4 bits (AWQ, GPTQ or Q4_K_M); check quality on your evals first.",
-    }
+_GENERATION_LABEL = {
+    "turing": "Turing",
+    "ampere": "Ampere",
+    "ada": "Ada",
+    "hopper": "Hopper",
+    "blackwell": "Blackwell",
+}
+
+
+def _quant_text(runtime: str, choice: QuantChoice, generation: str | None) -> str:
+    """The fix for one runtime and the method it runs on this generation."""
+    gen = _GENERATION_LABEL.get(generation or "", generation or "this GPU")
+    m = choice.method
+    if runtime == "vllm" and m == "fp8":
+        text = f"Serve an FP8 checkpoint (…-FP8 on the Hub) or quantize on load: {flag('vllm', '--quantization')} fp8."
+        if choice.how == "weight-only":
+            text += f" On {gen} vLLM runs it weight-only (W8A16, FP8 Marlin): decode speeds up, prefill does not."
+        return text
+    if runtime in ("vllm", "sglang") and m in ("awq", "gptq"):
+        marlin = "" if generation == "turing" else " (vLLM picks the Marlin kernels; --quantization awq_marlin)"
+        if runtime == "sglang":
+            return "Serve a 4-bit AWQ/GPTQ checkpoint (--quantization awq_marlin)."
+        text = f"Serve a 4-bit AWQ or GPTQ checkpoint{marlin}."
+        return text.replace("--quantization", flag("vllm", "--quantization"))
+    if runtime == "sglang" and m == "fp8":
+        return f"{flag('sglang', '--quantization')} fp8 (or serve an FP8 checkpoint)."
+    if runtime == "tgi" and m == "fp8":
+        return f"{flag('tgi', '--quantize')} fp8"
+    if runtime == "tgi":
+        suffix = (
+            ""
+            if choice.bits <= 4 or generation in ("hopper", "blackwell")
+            else f" (TGI's fp8 needs H100 or newer; on {gen} use 4-bit)"
+        )
+        return f"{flag('tgi', '--quantize')} awq with an AWQ checkpoint (or {flag('tgi', '--quantize')} gptq){suffix}."
+    if runtime == "trtllm":
+        qformat = {"fp8": "fp8", "int8_weight_only": "int8_wo", "int4_awq": "int4_awq"}.get(m, m)
+        what = {"fp8": "FP8", "int8_weight_only": "INT8 weight-only (W8A16)", "int4_awq": "INT4 AWQ (W4A16)"}.get(m, m)
+        note = (
+            f" (TensorRT-LLM's FP8 needs Ada, Hopper or Blackwell; {gen} runs weight-only INT8/INT4)"
+            if m != "fp8" and choice.bits >= 7
+            else ""
+        )
+        tool = f"hf_ptq.py {flag('trtllm', '--qformat')} {qformat}"
+        return f"Quantize to {what} with NVIDIA ModelOpt ({tool}) and serve the result{note}."
+    if runtime == "ollama":
+        return (
+            "Pull a q8_0 tag of the model (ollama pull <model>:<size>-instruct-q8_0)."
+            if choice.bits >= 7
+            else "Pull a q4_K_M tag of the model."
+        )
+    if runtime == "llamacpp":
+        if choice.bits >= 7:
+            return "Use a Q8_0 GGUF (llama-quantize model-f16.gguf model-q8_0.gguf Q8_0)."
+        return "Use a Q4_K_M GGUF (llama-quantize model-f16.gguf model-q4_k_m.gguf Q4_K_M)."
+    if runtime == "mlx":
+        bits = 8 if choice.bits >= 7 else 4
+        return f"mlx_lm.convert {flag('mlx', '--hf-path')} <model> {flag('mlx', '-q')} {flag('mlx', '--q-bits')} {bits}"
+    return ""
+
+
+def weight_quant(target_bits: float, generation: str | None = None) -> dict[str, str]:
+    """Quantize weights to about ``target_bits`` (8 → FP8 / INT8 / Q8_0, otherwise 4-bit), with
+    the method each runtime runs on ``generation`` (capabilities.csv). A runtime with no method
+    for this generation is left out; with the generation unknown every fix says what FP8 needs."""
+    out: dict[str, str] = {}
+    for runtime in ("vllm", "sglang", "tgi", "trtllm", "ollama", "llamacpp", "mlx"):
+        if generation is None:
+            choice = _unknown_generation_choice(runtime, target_bits)
+        else:
+            choice = weight_quant_choice(runtime, generation, target_bits)
+        if choice is None:
+            continue
+        text = _quant_text(runtime, choice, generation)
+        if generation is None and choice.method == "fp8":
+            text += " FP8 runs W8A8 on Ada, Hopper and Blackwell; older GPUs need weight-only or 4-bit formats."
+        if text:
+            out[runtime] = text
+    out["other"] = (
+        "Quantize the weights to 8 bits (FP8, INT8 or Q8_0): half the bytes per decoded token."
+        if target_bits >= 7
+        else "Quantize the weights to 4 bits (AWQ, GPTQ or Q4_K_M); check quality on your evals first."
+    )
+    return out
+
+
+def _unknown_generation_choice(runtime: str, target_bits: float) -> QuantChoice | None:
+    # An inline or uncatalogued device: name the method of the newest generation that has it.
+    for generation in ("hopper", "apple-m4"):
+        choice = weight_quant_choice(runtime, generation, target_bits)
+        if choice is not None:
+            return choice
+    return None
 
 
 def speculative_decoding() -> dict[str, str]:
@@ -156,7 +260,15 @@ def speculative_decoding() -> dict[str, str]:
         ),
         "tgi": "--speculate 2 (n-gram, or a Medusa checkpoint).",
         "trtllm": f"speculative_config (Eagle, MTP or a draft model) {EXTRA_OPTIONS}.",
-        "llamacpp": "-md <small-draft-model.gguf> --draft-max 16 (a draft model of the same family).",
-        "ollama": "Ollama has no speculative decoding; llama.cpp (-md) or vLLM support it.",
+        "llamacpp": (
+            f"{flag('llamacpp', '-md')} <small-draft-model.gguf> {flag('llamacpp', '--spec-draft-n-max')} 16 (a draft "
+            f"model of the same family; builds before ggml-org/llama.cpp#22397 spell it "
+            f"{flag('llamacpp', '--draft-max')}, builds after #23988 also need {flag('llamacpp', '--spec-type')})."
+        ),
+        "ollama": (
+            "Ollama supports speculative decoding from 0.30.0 (release notes); on older releases upgrade, "
+            "or serve with llama.cpp and a draft model."
+        ),
+        "mlx": f"mlx_lm.server {flag('mlx', '--draft-model')} <small-model> {flag('mlx', '--num-draft-tokens')} 3",
         "other": "a cheap draft (n-gram, EAGLE or a small model) proposes tokens that one weight read verifies.",
     }

@@ -4,32 +4,61 @@ and estimates of prefill time from the best evidence available."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
-from advisor.physics import HardwareSpec, prefill_flops
+from advisor.physics import HardwareSpec, Roofline, prefill_flops
 from advisor.rules.base import EvidenceSource
 from advisor.rules.config import RuleConfig
-from advisor.rules.context import RunContext
+from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext
 from advisor.rules.damping import slo_cap
 from advisor.rules.severity import Severity, Thresholds
 
 __all__ = [
     "ASSUMED_PREFILL_MFU",
+    "PREFILL_DOMINANT_SHARE",
+    "QUEUE_DOMINANT_SHARE",
+    "DecodeAtCeiling",
+    "decode_at_ceiling",
     "decode_efficiency",
     "describe_setup",
+    "expected_by",
     "fmt",
     "fmt_range",
     "hw_label",
+    "is_reasoning_model",
     "latency_label",
     "matter_cap",
+    "prefill_advice_applies",
+    "prefill_dominates",
     "prefill_ms",
     "prefill_rate",
     "prefill_work_ratio",
     "ttft_typical",
+    "workload_advice_applies",
 ]
 
-#: Fraction of the compute ceiling prefill reaches when nothing better is known. Published vLLM and
-#: SGLang prefill runs land at 40-60 % MFU for 7-70B models; 0.5 keeps estimates in that band.
-ASSUMED_PREFILL_MFU = 0.5
+#: Prefill (net of the prefix cache) below this share of the TTFT is a minor part of it: prompt,
+#: prefix and batched-token advice then stays silent. Kept low on purpose: the prefill estimate
+#: comes from an expected rate, and a false silence costs more than a weak finding.
+PREFILL_DOMINANT_SHARE = 0.2
+#: A queue at or above this share of the TTFT, measured with at least this confidence, is where the
+#: time goes (the TTFT breakdown's queueing part).
+QUEUE_DOMINANT_SHARE = 0.5
+QUEUE_CONFIDENCE = 0.6
+#: Model names (lower case) of models that think before they answer: their first *visible* token
+#: comes after hidden reasoning tokens, which the TTFT includes (gpt-oss, DeepSeek-R1 and its
+#: distills, the Qwen3 Thinking releases, QwQ, Magistral, Phi-4-reasoning, EXAONE Deep).
+_REASONING_MARKERS = (
+    "gpt-oss",
+    "gpt_oss",
+    "deepseek-r1",
+    "-r1-",
+    "qwq",
+    "thinking",
+    "magistral",
+    "reasoning",
+    "exaone-deep",
+)
 
 
 def fmt(value: float | None, unit: str = "") -> str:
@@ -78,6 +107,50 @@ def ttft_typical(ctx: RunContext) -> tuple[float, str] | None:
     return None
 
 
+def prefill_dominates(ctx: RunContext) -> bool:
+    """Whether prefill is the main part of the TTFT (:func:`advisor.rules.context.ttft_breakdown`).
+    True when the breakdown cannot tell (no prefill estimate): the rules then judge as before."""
+    breakdown = ctx.ttft
+    if breakdown is None:
+        return True
+    queue = breakdown.queueing
+    if (
+        queue.ms is not None
+        and queue.confidence >= QUEUE_CONFIDENCE
+        and breakdown.share("queueing") >= QUEUE_DOMINANT_SHARE
+    ):
+        return False
+    if breakdown.prefill.ms is None:
+        return True
+    if is_reasoning_model(ctx) and breakdown.dominant == "remainder":
+        return False  # hidden reasoning tokens come before the first visible one
+    return breakdown.share("prefill") >= PREFILL_DOMINANT_SHARE
+
+
+def workload_advice_applies(ctx: RunContext) -> bool:
+    """Prompt, prefix and queue advice is for user traffic: not for an engine microbenchmark."""
+    return not ctx.microbenchmark
+
+
+def prefill_advice_applies(ctx: RunContext) -> bool:
+    """Prompt, prefix and batched-token advice (PRE001-PRE003) applies: user traffic
+    (:func:`workload_advice_applies`) whose TTFT is mostly prefill (:func:`prefill_dominates`),
+    not queue or hidden reasoning."""
+    return workload_advice_applies(ctx) and prefill_dominates(ctx)
+
+
+def is_reasoning_model(ctx: RunContext) -> bool:
+    """A known reasoning model, by the catalog id or the name the run gave."""
+    names = [ctx.model.id if ctx.model is not None else None, getattr(ctx.model, "name", None)]
+    given = ctx.run.setup.model
+    names.append(given if isinstance(given, str) else None)
+    names.append(ctx.run.source.given.get("model") if isinstance(ctx.run.source.given.get("model"), str) else None)
+    text = " ".join(n.lower() for n in names if n)
+    # Only names that always think: a hybrid (the April 2025 Qwen3) thinks only through the chat
+    # template, and a benchmark on /v1/completions never applies it.
+    return any(marker in text for marker in _REASONING_MARKERS)
+
+
 def prefill_rate(ctx: RunContext) -> tuple[float, EvidenceSource] | None:
     """Prompt tokens per second this setup prefills at: measured, expected, or the physics
     ceiling at :data:`ASSUMED_PREFILL_MFU`."""
@@ -108,6 +181,30 @@ def decode_efficiency(ctx: RunContext) -> float | None:
     return ctx.measured.decode_tok_s / ctx.roofline.decode_ceiling_batch_tok_s
 
 
+class DecodeAtCeiling(NamedTuple):
+    """A bandwidth-bound decode whose quantization the decode rules judge (DEC001, DEC004)."""
+
+    efficiency: float
+    bits: float
+    decode_tok_s: float
+    roofline: Roofline
+
+
+def decode_at_ceiling(ctx: RunContext, max_efficiency: float) -> DecodeAtCeiling | None:
+    """The run's decode when it is bandwidth-bound, without a speculative draft, and its efficiency
+    (:func:`decode_efficiency`) and bits per weight are known, the efficiency at most
+    ``max_efficiency`` (above it the physics is wrong: MEAS006). ``None`` otherwise."""
+    eff = decode_efficiency(ctx)
+    bits = ctx.bits_per_weight
+    decode = ctx.measured.decode_tok_s
+    cur = ctx.roofline
+    if eff is None or bits is None or decode is None or cur is None or ctx.engine.speculative.value:
+        return None
+    if eff > max_efficiency or cur.decode_bound != "bandwidth":
+        return None
+    return DecodeAtCeiling(eff, bits, decode, cur)
+
+
 def prefill_work_ratio(
     ctx: RunContext, new_tokens: float, new_depth: float, old_tokens: float, old_depth: float
 ) -> float:
@@ -124,6 +221,20 @@ def prefill_work_ratio(
 def latency_label(path: str) -> str:
     """``"itl_ms"`` → ``"ITL"``, ``"tpot_ms.p99"`` → ``"TPOT"``."""
     return path.split(".", maxsplit=1)[0].removesuffix("_ms").upper()
+
+
+def expected_by(ctx: RunContext) -> str:
+    """Who expects a band, true to its source: ``"The fitted model expects"`` or ``"The physics
+    prior expects"``. Never "runs like yours reach": an expectation is not a count of runs."""
+    exp = ctx.expectations
+    if exp is None:
+        return "Nothing expects"
+    carried = exp.carried_by or ("model" if exp.source.startswith("fitted model") else "prior")
+    if carried == "model":
+        return f"The fitted model ({exp.model_version}) expects"
+    if carried == "baseline":
+        return "The physics ceiling scaled to this kind of device expects"
+    return "The physics prior expects"
 
 
 def describe_setup(ctx: RunContext) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from advisor.canonical import CanonicalRun
 from advisor.physics.specs import HardwareSpec
+from advisor.rules import runtimes
 
 __all__ = [
     "KNOB_NAMES",
@@ -88,6 +89,19 @@ class EngineConfig:
     speculative: Knob[bool]
     disaggregated: Knob[bool]
     keep_alive: Knob[str]
+    #: llama.cpp ``-ctv`` / Ollama's one type for both: only a quantized V cache needs flash attention.
+    kv_cache_dtype_v: Knob[str] = Knob()
+    #: Tokens between streamed chunks (SGLang ``--stream-interval``): above 1 ITL is bursty by design.
+    stream_interval: Knob[int] = Knob()
+    #: Whether a prefill chunk shares its step with running decodes (vLLM, TGI, TensorRT-LLM: yes;
+    #: SGLang only with ``--enable-mixed-chunk``).
+    mixed_chunk: Knob[bool] = Knob()
+    #: MoE expert parallelism (vLLM ``--enable-expert-parallel``, SGLang ``--ep-size``, TRT ``--ep_size``).
+    expert_parallel: Knob[bool] = Knob()
+    #: llama.cpp ``--n-cpu-moe`` (MoE expert layers kept on the CPU).
+    n_cpu_moe: Knob[int] = Knob()
+    #: llama.cpp ``-ub`` (physical micro-batch).
+    micro_batch: Knob[int] = Knob()
 
     @property
     def kv_cache_16bit(self) -> bool | None:
@@ -233,6 +247,26 @@ def _big_non_a100(hw: HardwareSpec | None) -> bool | None:
     return hw.memory_gb >= 70 * 1.073741824 and "a100" not in hw.id.lower() and hw.kind == "gpu"
 
 
+def _ollama_num_ctx(version: str | None, hardware: HardwareSpec | None) -> int | None:
+    """Ollama's default ``num_ctx`` at ``version`` (runtimes.toml): 2048 before 0.6.7, 4096 from
+    0.6.7, and from 0.15.5 tiered by VRAM (4k below 24 GiB, 32k below 48 GiB, 256k above). None when
+    the version is unknown (the default moved three times) or the tier needs unknown memory."""
+    if parse_version(version) is None:
+        return None
+    entry = runtimes.default("ollama", "context_length", version)
+    if entry is None:
+        return None
+    if isinstance(entry.value, int):
+        return entry.value
+    if hardware is None or hardware.memory_gb is None:
+        return None
+    return 4096 if hardware.memory_gb < 24 else 32768 if hardware.memory_gb < 48 else 262144
+
+
+#: Runtimes whose chunked prefill puts running decodes in the same step as a prompt chunk.
+_MIXING = ("vllm", "tgi", "trtllm", "llamacpp")
+
+
 def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> EngineConfig:
     """Normalise ``run.setup`` for ``run.setup.runtime``, with the runtime's defaults filled in."""
     setup = run.setup
@@ -352,6 +386,19 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         if label is not None and (b := _as_bool(label)) is not None:
             disagg = Knob(b, True, "labels.disaggregated")
     keep_alive = _find(args, ("keep_alive", "ollama_keep_alive"), _as_str)
+    kv_v = _find(args, ("cache_type_v", "ctv"), _as_str)
+    stream_interval = _find(args, ("stream_interval",), _as_int)
+    mixed = _find(args, ("enable_mixed_chunk",), _as_bool)
+    ep = _find(args, ("enable_expert_parallel", "expert_parallel"), _as_bool)
+    if not ep.known:
+        for name in ("ep_size", "expert_parallel_size", "moe_expert_parallel_size"):
+            if name in args and (size := _as_int(args[name][1])) is not None:
+                ep = Knob(size > 1, True, args[name][0])
+                break
+    cpu_moe = _find(args, ("n_cpu_moe", "ncmoe"), _as_int)
+    if not cpu_moe.known and "cpu_moe" in args and _as_bool(args["cpu_moe"][1]):
+        cpu_moe = Knob(10**6, True, args["cpu_moe"][0])  # --cpu-moe: every expert layer on the CPU
+    ubatch = _find(args, ("ubatch_size", "ub", "n_ubatch"), _as_int)
 
     big = _big_non_a100(hardware)
     if runtime == "vllm":
@@ -364,6 +411,8 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         kv_dtype = _or_default(kv_dtype, "auto")
         eager = _or_default(eager, False)
     elif runtime == "sglang":
+        mixed = _or_default(mixed, False)  # prefill and decode batches alternate unless --enable-mixed-chunk
+        stream_interval = _or_default(stream_interval, 1)
         prefix = _or_default(prefix, True)  # RadixAttention is on unless --disable-radix-cache
         chunked = _or_default(chunked, True)
         kv_dtype = _or_default(kv_dtype, "auto")
@@ -379,15 +428,20 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         fraction = _or_default(fraction, 0.9)
         kv_dtype = _or_default(kv_dtype, "auto")
     elif runtime == "ollama":
-        # HEAD defaults OLLAMA_NUM_PARALLEL to 1; older releases auto-selected (0), so only
-        # recent versions get the default filled in.
-        seqs = _or_default(seqs, 1 if version is None or version >= (0, 5) else None)
+        # OLLAMA_NUM_PARALLEL is 1 from 0.9.7; before, 0 meant auto (4 or 1 by memory), which the
+        # advisor cannot know, so those versions get no default (runtimes.toml).
+        parallel = runtimes.default("ollama", "max_num_seqs", setup.runtime_version)
+        seqs = _or_default(seqs, parallel.value if parallel is not None and isinstance(parallel.value, int) else None)
+        if not ctx_len.known:
+            ctx_len = Knob(_ollama_num_ctx(setup.runtime_version, hardware), False, None)
         kv_dtype = _or_default(kv_dtype, "f16")
         prefix = _or_default(prefix, True)  # each slot reuses the KV of its previous prompt
         keep_alive = _or_default(keep_alive, "5m")
     elif runtime == "llamacpp":
         budget = _or_default(budget, 2048)
+        ubatch = _or_default(ubatch, 512)
         kv_dtype = _or_default(kv_dtype, "f16")
+        kv_v = _or_default(kv_v, "f16")
         prefix = _or_default(prefix, True)  # cache_prompt defaults to true in llama-server
         if ctx_len.known and ctx_len.explicit and seqs.value:
             # -c is the total KV cache, divided among the -np slots.
@@ -408,4 +462,10 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         speculative=spec,
         disaggregated=disagg,
         keep_alive=keep_alive,
+        kv_cache_dtype_v=kv_v if runtime == "llamacpp" else kv_dtype,
+        stream_interval=stream_interval,
+        mixed_chunk=mixed if runtime == "sglang" else _or_default(mixed, True if runtime in _MIXING else None),
+        expert_parallel=ep,
+        n_cpu_moe=cpu_moe,
+        micro_batch=ubatch,
     )

@@ -131,8 +131,9 @@ class $class_name(Rule):
     action = "$action"
     # Every key evaluate reads: ThresholdSpec (four levels) or ParamSpec (a number), with its value
     # in rules/thresholds.toml [$rule_id]; a limit other rules share is a reference there
-    # (ttft_ms = "@limits.ttft_ms"). For example:
-    # ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter")
+    # (ttft_ms = "@limits.ttft_ms"). A key other rules declare alike is referenced from
+    # advisor.rules.limits, not copied. For example:
+    # (ThresholdSpec("prompt_tokens", ascending=True, unit="tokens", doc="prompt length"), TTFT_MS)
     thresholds: ClassVar[tuple[Spec, ...]] = ()
 
     def evaluate(self, ctx: RunContext) -> Finding | None:

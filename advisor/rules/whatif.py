@@ -12,17 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.catalog.capabilities import capability
 from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
+from advisor.physics.parallel import Interconnect, interconnect_of
+from advisor.physics.parallel import tp_efficiency as _tp_efficiency
 from advisor.rules.context import RunContext, normalise_kv_dtype
 
 __all__ = [
     "QUANT_FALLBACKS",
+    "RUNTIME_PLATFORMS",
     "HardwareOption",
     "decode_ratio",
     "hardware_options",
+    "platform_allows",
+    "platform_family",
     "quant_spec",
     "reanalyse",
+    "step_up",
+    "tp_efficiency",
+    "tp_interconnect",
 ]
 
 #: Used when the catalog cannot resolve a target format (bits from data/quantization.csv).
@@ -31,6 +40,11 @@ QUANT_FALLBACKS: dict[str, QuantSpec] = {
     "awq": QuantSpec("awq-int4-g128", "AWQ 4-bit (group size 128)", 4.15625, "int"),
     "q8_0": QuantSpec("gguf-q8_0", "GGUF Q8_0", 8.5, "gguf"),
     "q4_k_m": QuantSpec("gguf-q4_k_m", "GGUF Q4_K_M (mix)", 4.89, "gguf"),
+    # TensorRT-LLM INT8 weight-only (W8A16): 8-bit weights, one FP16 scale per output channel.
+    "int8": QuantSpec("int8-weight-only", "INT8 weight-only (W8A16)", 8.0, "int"),
+    # mlx_lm.convert -q: group size 64 with an FP16 scale and bias per group (+0.5 bit per weight).
+    "mlx8": QuantSpec("mlx-q8-g64", "MLX 8-bit (group size 64)", 8.5, "int"),
+    "mlx4": QuantSpec("mlx-q4-g64", "MLX 4-bit (group size 64)", 4.5, "int"),
 }
 
 
@@ -52,6 +66,31 @@ class HardwareOption:
             "decode_tok_s": round(self.decode_tok_s, 1),
             "ratio": round(self.ratio, 2),
         }
+
+
+def tp_interconnect(ctx: RunContext) -> Interconnect:
+    """The link this run's TP group talks over, from the catalog's capabilities (PCIe Gen4 for an
+    uncatalogued device)."""
+    cap = capability(ctx.hardware.id if ctx.hardware is not None else None)
+    if cap is None:
+        return interconnect_of("pcie", None)
+    return interconnect_of(cap.tp_link, cap.tp_link_gb_s)
+
+
+def tp_efficiency(ctx: RunContext) -> float:
+    """Share of the ideal TP decode ceiling this run's group keeps (1.0 without TP), from
+    :func:`advisor.physics.parallel.tp_efficiency` at the run's concurrency."""
+    roof = ctx.roofline
+    if roof is None or roof.tensor_parallel <= 1 or ctx.hardware is None or ctx.model is None or ctx.quant is None:
+        return 1.0
+    return _tp_efficiency(
+        ctx.hardware,
+        ctx.model,
+        ctx.quant,
+        tp=roof.tensor_parallel,
+        concurrency=float(roof.concurrency),
+        interconnect=tp_interconnect(ctx),
+    )
 
 
 def quant_spec(ctx: RunContext, key: str) -> QuantSpec:
@@ -179,6 +218,46 @@ def decode_ratio(
     return _ratio(ctx, new, "decode_tok_s", "decode_ceiling_batch_tok_s", hardware=hardware, quant=quant, model=model)
 
 
+def platform_family(hw: HardwareSpec) -> str:
+    """``nvidia``, ``amd``, ``apple``, ``cpu``, ``intel``, ``google``, ``aws`` …: the platform a
+    device belongs to (Apple silicon and CPUs by kind, the rest by vendor)."""
+    if hw.kind == "cpu":
+        return "cpu"
+    if hw.kind.startswith("apple") or hw.vendor.lower() == "apple":
+        return "apple"
+    return hw.vendor.lower()
+
+
+#: Platforms each runtime serves on (its install docs); absent = any.
+RUNTIME_PLATFORMS: dict[str, tuple[str, ...]] = {
+    "trtllm": ("nvidia",),
+    "mlx": ("apple",),
+    "vllm": ("nvidia", "amd", "intel", "google", "aws", "cpu"),
+    "sglang": ("nvidia", "amd"),
+    "tgi": ("nvidia", "amd", "intel"),
+}
+
+
+def platform_allows(current: HardwareSpec, candidate: HardwareSpec, runtime: str | None) -> bool:
+    """Whether ``candidate`` is a step the user of ``current`` with ``runtime`` could take: the
+    same platform family (a CPU run may move to any GPU), on a platform the runtime supports."""
+    here, there = platform_family(current), platform_family(candidate)
+    allowed = RUNTIME_PLATFORMS.get(runtime or "")
+    if allowed is not None and there not in allowed:
+        return False
+    if here == "cpu":
+        return there == "cpu" or candidate.kind == "gpu"
+    return there == here or step_up(current, candidate)
+
+
+def step_up(current: HardwareSpec, candidate: HardwareSpec) -> bool:
+    """A named step up off the platform: a GPU with at least the current device's memory and twice
+    its bandwidth (an M2 Ultra's 192 GB moves to an MI300X or a B300, never to a 24 GB A10)."""
+    if candidate.kind != "gpu" or current.memory_gb is None or candidate.memory_gb is None:
+        return False
+    return candidate.memory_gb >= current.memory_gb and candidate.mem_bandwidth_gb_s >= 2 * current.mem_bandwidth_gb_s
+
+
 def hardware_options(
     ctx: RunContext,
     *,
@@ -190,8 +269,10 @@ def hardware_options(
     and decode at least ``min_ratio`` × faster than now, the smallest step up first.
 
     Ranked by the cheap ceiling ratio; only the kept options are re-scored with the expectations
-    function. Devices of another kind than GPU or the current one are skipped (a CPU run may move
-    to a GPU; a GPU run does not move to an Apple laptop).
+    function. Only options the user could take are offered (:func:`platform_allows`): the same
+    platform family (an M2 Max user is offered Apple silicon, not an NVIDIA A10 or an Intel Arc),
+    the runtime's own platforms (TensorRT-LLM: NVIDIA; MLX: Apple), for a CPU run any GPU, and
+    otherwise only a named step up (:func:`step_up`), listed after the same-family options.
     """
     decode = ctx.measured.decode_tok_s
     cur = ctx.roofline
@@ -201,10 +282,11 @@ def hardware_options(
         devices = list(ctx.catalog.list_hardware())
     except (AdvisorError, ValueError, KeyError, LookupError, TypeError, AttributeError):
         return []
-    kinds = {"gpu", ctx.hardware.kind}
     candidates: list[tuple[float, HardwareSpec, Roofline]] = []
     for hw in devices:
-        if not isinstance(hw, HardwareSpec) or hw.id == ctx.hardware.id or hw.kind not in kinds:
+        if not isinstance(hw, HardwareSpec) or hw.id == ctx.hardware.id:
+            continue
+        if not platform_allows(ctx.hardware, hw, ctx.runtime):
             continue
         if vendors is not None and hw.vendor.lower() not in vendors:
             continue
@@ -214,7 +296,8 @@ def hardware_options(
         ratio = new.decode_ceiling_batch_tok_s / cur.decode_ceiling_batch_tok_s
         if ratio >= min_ratio:
             candidates.append((hw.mem_bandwidth_gb_s, hw, new))
-    candidates.sort(key=lambda c: (c[0], c[1].id))
+    home = platform_family(ctx.hardware)
+    candidates.sort(key=lambda c: (platform_family(c[1]) != home, c[0], c[1].id))
     out: list[HardwareOption] = []
     for _bw, hw, new in candidates:
         ratio = decode_ratio(ctx, new, hardware=hw) or 1.0

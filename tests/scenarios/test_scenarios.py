@@ -443,6 +443,126 @@ SCENARIOS = [
         absent=("DEC001", "DEC002"),
         verdict="warn",
     ),
+    # ---- issue 12: read every run the way an expert would ----------------------------------------
+    Scenario(
+        "offered_32_served_0_4_is_a_queue_not_a_prompt",
+        {
+            "setup": vllm("nvidia-l4"),
+            "workload": {
+                "num_requests": 500,
+                "request_rate": 32,
+                "prompt_tokens_mean": 1000,
+                "output_tokens_mean": 200,
+            },
+            "metrics": {
+                "decode_tok_s": 14,
+                "request_throughput_rps": 0.4,
+                "requests_completed": 500,
+                "ttft_ms": {"p50": 150000, "p99": 290000},
+            },
+        },
+        first="add-capacity",
+        absent=("PRE001", "PRE005", "REG002"),
+        verdict="warn",
+    ),
+    Scenario(
+        "inference_perf_stage_104_asked_73_served",
+        {
+            "setup": vllm("nvidia-h100-sxm"),
+            "workload": {
+                "num_requests": 6000,
+                "request_rate": 104,
+                "prompt_tokens_mean": 1000,
+                "output_tokens_mean": 200,
+            },
+            "metrics": {
+                "request_throughput_rps": 73,
+                "requests_completed": 6000,
+                "ttft_ms": {"p50": 4600, "p99": 9800},
+                "tpot_ms": {"mean": 30, "p50": 30},
+            },
+        },
+        first="add-capacity",
+        absent=("PRE001", "REG002"),
+        verdict="warn",
+    ),
+    Scenario(
+        "a_reasoning_models_ttft_is_not_prefill",
+        {
+            "setup": vllm("nvidia-h100-sxm", model="openai/gpt-oss-20b", quant="mxfp4"),
+            "workload": {"num_requests": 200, "concurrency": 1, "prompt_tokens_mean": 1000, "output_tokens_mean": 73},
+            "metrics": {"decode_tok_s": 150, "ttft_ms": {"p50": 1400, "p99": 1700}, "requests_completed": 200},
+        },
+        first="improve-measurement",
+        absent=("PRE001", "REG002"),
+        verdict="warn",
+    ),
+    Scenario(
+        "no_quantization_given_warns_but_never_fails",
+        {
+            "setup": {"runtime": "vllm", "hardware": "nvidia-a10g", "model": LLAMA8},
+            "workload": {
+                "num_requests": 300,
+                "request_rate": 2.0,
+                "prompt_tokens_mean": 512,
+                "output_tokens_mean": 128,
+            },
+            "metrics": {
+                "e2e_ms": {"mean": 4000},
+                "tpot_ms": {"mean": 28, "p50": 28},
+                "ttft_ms": {"p50": 200, "p99": 300},
+            },
+        },
+        first="improve-measurement",
+        verdict="warn",
+    ),
+    Scenario(
+        "llama_bench_pp8192_is_an_engine_test",
+        {
+            "setup": {"runtime": "llamacpp", "hardware": "nvidia-rtx-4090", "model": LLAMA8, "quantization": "Q4_K_M"},
+            "source": {"format": "llama_bench", "tool": "llama-bench"},
+            "workload": {"num_requests": 5, "concurrency": 1, "prompt_tokens_mean": 8192},
+            "metrics": {"prefill_tok_s": 6000, "ttft_ms": {"mean": 1365}},
+        },
+        absent=("PRE001", "PRE002", "PRE003", "PRE005", "PRE007"),
+        verdict="pass",
+    ),
+    Scenario(
+        "an_itl_of_chunk_arrivals_is_a_measurement_problem",
+        {
+            "setup": vllm("nvidia-h100-sxm", engine_args={"max_num_batched_tokens": 8192}),
+            "workload": {
+                "num_requests": 1000,
+                "concurrency": 12,
+                "prompt_tokens_mean": 8000,
+                "output_tokens_mean": 200,
+            },
+            "metrics": {
+                "ttft_ms": {"p50": 400, "p99": 900},
+                "tpot_ms": {"mean": 12, "p50": 12},
+                "itl_ms": {"p50": 0.03, "p99": 217},
+                "requests_completed": 1000,
+            },
+        },
+        first="improve-measurement",
+        absent=("SCH001",),  # its p99 ÷ p50 would rest on the 0.03 ms median
+        verdict="warn",
+    ),
+    Scenario(
+        "a_breached_ttft_slo_fails_and_says_which",
+        {
+            "setup": vllm("nvidia-h100-sxm"),
+            "workload": {"num_requests": 1000, "concurrency": 1, "prompt_tokens_mean": 500, "output_tokens_mean": 200},
+            "metrics": {
+                "decode_tok_s": 150,
+                "ttft_ms": {"p50": 40, "p99": 261.7},
+                "itl_ms": {"p50": 6.6, "p99": 9},
+                "requests_completed": 1000,
+            },
+        },
+        slo={"ttft_p99_ms": 200},
+        verdict="fail",
+    ),
 ]
 
 
@@ -465,3 +585,43 @@ def test_scenario(scenario: Scenario) -> None:
 def test_at_least_fifteen_scenarios() -> None:
     assert len(SCENARIOS) >= 15
     assert sum(s.quiet for s in SCENARIOS) >= 3
+
+
+def test_the_verdict_says_which_slo_broke() -> None:
+    scenario = next(s for s in SCENARIOS if s.name == "a_breached_ttft_slo_fails_and_says_which")
+    reasons = [r.to_dict() for r in scenario.advise().verdict_reasons]
+    assert [(r["kind"], r["name"], r["limit"], r["found"]) for r in reasons] == [("slo", "ttft_p99_ms", 200.0, 261.7)]
+
+
+def test_the_overloaded_setup_reports_its_capacity() -> None:
+    scenario = next(s for s in SCENARIOS if s.name == "offered_32_served_0_4_is_a_queue_not_a_prompt")
+    top = scenario.advise().recommendations[0]
+    assert top.rule_id == "PRE007"
+    assert dict(top.details) == {"capacity_rps": 0.4, "offered_rps": 32.0, "needed": 80.0}
+    assert "this setup serves about 0.4 req/s" in top.title and "needs about 80× of it" in top.title
+
+
+def test_missing_context_derives_the_concurrency_and_says_so() -> None:
+    scenario = next(s for s in SCENARIOS if s.name == "no_quantization_given_warns_but_never_fails")
+    ctx = build_context(decode_run(scenario.run))
+    assert ctx.measured.concurrency == 8.0  # 2 req/s × 4 s in the system (Little's law)
+    assert ctx.notes == (
+        "workload.concurrency derived: 8 streams by Little's law: workload.request_rate × e2e_ms.mean",
+    )
+    assert not ctx.is_missing("workload.concurrency")
+    top = scenario.advise().recommendations[0]
+    assert (top.rule_id, top.severity) == ("MEAS004", Severity.MODERATE)
+
+
+def test_a_sweeps_knee_is_named_as_the_capacity() -> None:
+    from advisor.rules.context import SweepCapacity
+
+    scenario = next(s for s in SCENARIOS if s.name == "inference_perf_stage_104_asked_73_served")
+    sweep = SweepCapacity("request_rate", 64.0, 62.5, 5, 104.0)
+    ctx = build_context(decode_run(scenario.run), sweep=sweep)
+    top = advise(ctx, strict=True).recommendations[0]
+    assert top.rule_id == "PRE007"
+    assert top.title.endswith(
+        "; across the sweep's 5 rates it keeps up to 64 req/s offered (serving 62.5 req/s), its capacity at these lengths"
+    )
+    assert top.details["sweep"] == sweep.to_dict()

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from advisor.catalog.capabilities import capability
 from advisor.physics import Roofline
-from advisor.rules import fixes, whatif
+from advisor.rules import fixes, runtimes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
+from advisor.rules.limits import FRACTION_TARGET
 from advisor.rules.severity import Severity, damp
 
 _FRACTION_RUNTIMES = ("vllm", "sglang", "trtllm")
@@ -41,8 +43,8 @@ class KvPoolSaturated(Rule):
     replicas. The finding picks the first that applies and predicts the new pool size.
 
     ## Example
-    Llama-3.1-8B bf16 on an A10G at ``--gpu-memory-utilization 0.8``: the pool holds about 26,000
-    tokens, KV usage averages 0.97 with 5 requests waiting. At 0.95 it holds about 48,000.
+    Llama-3.1-8B bf16 on an A10G (24 GiB) at ``--gpu-memory-utilization 0.8``: the pool holds about
+    18,000 tokens, KV usage averages 0.97 with 5 requests waiting. At 0.95 it holds about 48,000.
     """
 
     id = "CAP001"
@@ -59,7 +61,7 @@ class KvPoolSaturated(Rule):
             minimum=0.1,
             maximum=1,
         ),
-        ParamSpec("fraction_target", unit="ratio", doc="memory fraction the fix proposes", minimum=0.1, maximum=1),
+        FRACTION_TARGET,
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -118,7 +120,7 @@ class KvPoolSaturated(Rule):
             severity=severity,
             title=f"The KV-cache pool is {usage:.0%} full{wait_text}{grow}",
             evidence=tuple(evidence),
-            fix=fix,
+            fix=runtimes.annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=gain,
             confidence=0.7 if pool_ratio else 0.5,
             action=action,
@@ -144,7 +146,7 @@ class KvPoolSaturated(Rule):
             dtype = "q8_0" if ctx.runtime in ("ollama", "llamacpp") else "fp8"
             return (
                 "quantize-kv-cache",
-                fixes.kv_cache_quant(),
+                fixes.kv_cache_quant(_generation(ctx)),
                 whatif.reanalyse(ctx, kv_cache_dtype=dtype),
                 f"an 8-bit ({dtype}) KV cache",
             )
@@ -176,3 +178,9 @@ class KvPoolSaturated(Rule):
             return None
         ratio = bigger.decode_aggregate_ceiling_tok_s / cur.decode_aggregate_ceiling_tok_s
         return Gain("output_throughput_tok_s", measured, measured * ratio)
+
+
+def _generation(ctx: RunContext) -> str | None:
+    """The device generation (capabilities.csv): FP8 KV caveats apply off Hopper and Blackwell."""
+    cap = capability(ctx.hardware.id if ctx.hardware is not None else None)
+    return cap.generation if cap is not None else None

@@ -4,9 +4,10 @@ from typing import ClassVar
 
 from advisor.rules import fixes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
-from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
+from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt, prefill_rate
+from advisor.rules.limits import FRACTION_TARGET
 
 
 class Preemptions(Rule):
@@ -39,7 +40,7 @@ class Preemptions(Rule):
     damp_by_gain = False
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("per_request", ascending=True, unit="ratio", doc="pre-emptions per completed request"),
-        ParamSpec("fraction_target", unit="ratio", doc="memory fraction the fix proposes", minimum=0.1, maximum=1),
+        FRACTION_TARGET,
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:

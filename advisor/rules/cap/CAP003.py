@@ -17,17 +17,20 @@ class ConfiguredContextExceedsPool(Rule):
     """The configured context length × concurrent sequences cannot fit the KV pool.
 
     ## Why is this bad?
-    ``max_model_len × max_num_seqs`` is the KV the configuration allows in flight. vLLM and SGLang
-    page the cache, so an oversized product only bites when requests actually grow long: then the
-    pool fills, requests queue or are pre-empted. Ollama and llama.cpp allocate ``num_ctx ×
-    OLLAMA_NUM_PARALLEL`` (``-c``, split among ``-np`` slots) up front: when it does not fit,
-    layers are moved to the CPU and everything slows down. And a context longer than the whole
-    pool cannot be served at all.
+    ``max_model_len × max_num_seqs`` is the KV the configuration allows in flight. vLLM, SGLang,
+    TGI and TensorRT-LLM page the cache and are meant to over-commit it: the product only bites
+    when requests actually grow long, and then the pool fills and requests queue or are pre-empted.
+    So on a paged engine this rule speaks only when the run shows that pressure. A vLLM that started
+    already has ``max_model_len ≤ pool`` (it refuses to start otherwise), so a vLLM run whose limit
+    exceeds the estimated pool says the estimate is off, not the run. Ollama and llama.cpp allocate
+    ``num_ctx × OLLAMA_NUM_PARALLEL`` (``-c``, split among ``-np`` slots) up front: when it does not
+    fit, layers are moved to the CPU and everything slows down.
 
     ## Fix
     Make the product fit: lower the number of concurrent sequences (``--max-num-seqs``,
-    ``OLLAMA_NUM_PARALLEL``, ``-np``) or, where the context is reserved up front or one request
-    cannot fit, the context limit (``num_ctx``, ``-c``, ``--max-model-len``); or grow the pool
+    ``OLLAMA_NUM_PARALLEL``, ``-np``) to what the pool holds at the context requests really use;
+    on a paged engine the context limit only has to stay within the pool (``--max-model-len ≤
+    pool``). Where the context is reserved up front, lower it (``num_ctx``, ``-c``). Or grow the pool
     (CAP001). The finding computes values that fit.
 
     ## Example
@@ -75,19 +78,29 @@ class ConfiguredContextExceedsPool(Rule):
         severity = self.t("overcommit").severity_of(ratio)
         m = ctx.run.metrics
         bit = bool(m.preemptions) or (m.kv_cache_usage_max or 0.0) >= 0.9 or bool(m.queue_waiting_mean)
+        if not upfront and not bit:
+            return None  # paged engines over-commit by design; the worst case did not happen here
+        if single_too_long and ctx.runtime == "vllm":
+            return None  # vLLM refuses to start when max_model_len exceeds its pool: our estimate is off
         if single_too_long:
             severity = damp(severity, Severity.SEVERE)
-        elif not upfront and not bit:
-            severity = damp(severity, Severity.LOW)  # paged: the worst case did not happen in this run
         used = (
             (ctx.measured.prompt_tokens or 0.0)
             + (ctx.measured.output_tokens or 0.0)
             + (ctx.run.workload.kv_depth_tokens or 0.0)
         )
-        fit_len = max(pool // in_flight, 1)
-        fit_seqs = max(pool // ctx_len, 0)
+        # Up-front allocators reserve the limit for every slot; paged engines only need the
+        # context requests really use per sequence, and their limit only has to fit the pool.
+        fit_len = max(pool // in_flight, 1) if upfront else pool
+        fit_seqs = max(pool // ctx_len, 0) if upfront or not used else max(int(pool // used), 0)
         # Paged engines (vLLM, SGLang) do not reserve the context limit per sequence, so lowering it
         # only helps the up-front allocators, or when one full-length request cannot fit at all.
+        if not upfront and used > 0:
+            # Paged: what the requests really hold, not the limit, is what fills the pool.
+            demand = used * in_flight / pool
+            if demand < 1.0:
+                return None  # the pool holds this load; its pressure comes from elsewhere (CAP001/PRE005)
+            severity = self.t("overcommit").severity_of(demand)
         unused = used > 0 and ctx_len / used >= self.p("unused_context")
         reduce_context = (upfront and unused) or single_too_long or fit_seqs < 1
         fix = self._fix(ctx, fit_len, fit_seqs, used, reduce_context)
@@ -127,8 +140,10 @@ class ConfiguredContextExceedsPool(Rule):
         slots = ctx.engine.max_num_seqs.value or 1
         alt = fit_seqs >= 1
         paged = {
-            "vllm": f"--max-num-seqs {fit_seqs} (or --max-model-len {fit_len} if requests never need more{need}).",
-            "sglang": f"--max-running-requests {fit_seqs} (or --context-length {fit_len}{need}).",
+            "vllm": f"--max-num-seqs {fit_seqs}{need}; --max-model-len only has to stay within the pool "
+            f"(<= {fit_len}).",
+            "sglang": f"--max-running-requests {fit_seqs}{need}; --context-length only has to stay within the pool "
+            f"(<= {fit_len}).",
         }
         texts = {
             "vllm": f"--max-model-len {fit_len}{need}" + (f", or --max-num-seqs {fit_seqs}." if alt else "."),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules import fixes
+from advisor.rules import fixes, runtimes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
@@ -92,7 +92,7 @@ class ChunkedPrefillDisabled(Rule):
                 f"{fmt(stall, 'ms')}" + (f" ({latency_label(path)} p99 {fmt(dist.p99, 'ms')})" if dist.p99 else "")
             ),
             evidence=tuple(evidence),
-            fix=fixes.chunked_prefill_on(budget),
+            fix=runtimes.annotate_fix(fixes.chunked_prefill_on(budget), ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=gain,
             confidence=0.7 if knob.explicit else 0.55,
         )

@@ -17,7 +17,8 @@ class KvQuantWithoutFlashAttention(Rule):
     Ollama silently falls back to f16 when ``OLLAMA_FLASH_ATTENTION=0`` (or the backend lacks it),
     so the memory the setting was meant to save is not saved: the context or parallelism the
     deployment was sized for may not fit, and layers spill to the CPU. llama.cpp refuses a
-    quantized V cache without ``-fa``.
+    quantized **V** cache without ``-fa``; a quantized K cache alone (``-ctk q8_0``) works without
+    it, so K and V are judged apart.
 
     ## Fix
     Turn flash attention on (``OLLAMA_FLASH_ATTENTION=1``; llama.cpp ``-fa on``) together with the
@@ -38,7 +39,14 @@ class KvQuantWithoutFlashAttention(Rule):
         if ctx.runtime not in ("ollama", "llamacpp"):
             return None
         e = ctx.engine
-        if e.kv_cache_16bit is not False or not e.kv_cache_dtype.explicit or e.flash_attention.value is not False:
+        if e.flash_attention.value is not False:
+            return None
+        if ctx.runtime == "llamacpp":
+            # Only the V cache needs flash attention (llama.cpp refuses -ctv q8_0 with -fa off).
+            v = e.kv_cache_dtype_v
+            if not v.explicit or not v.value or _sixteen_bit(v.value):
+                return None
+        elif e.kv_cache_16bit is not False or not e.kv_cache_dtype.explicit:
             return None
         gain: Gain | None = None
         cur = ctx.roofline
@@ -48,16 +56,17 @@ class KvQuantWithoutFlashAttention(Rule):
                 # What the setting was meant to give, against what f16 actually gives.
                 gain = Gain("kv_pool_tokens", float(sixteen.kv_pool_tokens), float(cur.kv_pool_tokens))
         fa_name = e.flash_attention.arg or "flash_attention"
+        kv = e.kv_cache_dtype_v if ctx.runtime == "llamacpp" else e.kv_cache_dtype
         return Finding(
             severity=Severity.MODERATE,
             title=(
-                f"KV cache type {e.kv_cache_dtype.value} is set but flash attention is off, so the KV "
-                "cache stays in 16 bits"
+                f"KV cache type {kv.value} is set but flash attention is off, so the KV "
+                + ("cache stays in 16 bits" if ctx.runtime == "ollama" else "server refuses the quantized V cache")
             ),
             evidence=(
                 Evidence(
-                    e.kv_cache_dtype.arg or "kv_cache_type",
-                    e.kv_cache_dtype.value or "",
+                    kv.arg or "kv_cache_type",
+                    kv.value or "",
                     "needs flash attention",
                     "run",
                 ),
@@ -65,8 +74,12 @@ class KvQuantWithoutFlashAttention(Rule):
             ),
             fix={
                 "ollama": "OLLAMA_FLASH_ATTENTION=1 (required for OLLAMA_KV_CACHE_TYPE to take effect).",
-                "llamacpp": "-fa on (a quantized V cache needs flash attention).",
+                "llamacpp": "-fa on (a quantized V cache needs flash attention; a quantized K cache alone does not).",
             },
             expected_gain=gain,
             confidence=0.8 if ctx.runtime == "ollama" else 0.6,
         )
+
+
+def _sixteen_bit(dtype: str) -> bool:
+    return dtype.strip().lower() in {"f16", "fp16", "bf16", "f32", "auto"}

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from advisor.rules import runtimes
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
@@ -54,13 +55,21 @@ class ContextWindowTruncatesPrompt(Rule):
             return None
         output = ctx.measured.output_tokens or 0.0
         knob = ctx.engine.context_length
-        if knob.value:
+        tol = self.p("exact_tolerance")
+        if knob.value and not knob.explicit and abs(prompt - knob.value) <= tol * knob.value:
+            # The version's default window (runtimes.toml) and a prompt of exactly that length.
+            window, fill = float(knob.value), (prompt + output) / knob.value
+            severity, confidence, inferred = Severity.MODERATE, 0.5, True
+        elif knob.value and not knob.explicit:
+            # A measured prompt longer than a *default* window: the server was given a bigger one
+            # (OLLAMA_CONTEXT_LENGTH, a Modelfile), since a cut prompt never counts more than num_ctx.
+            return None
+        elif knob.value:
             window = float(knob.value)
             fill = (prompt + output) / window
             severity = self.t("fill").severity_of(fill)
             confidence, inferred = 0.8, False
         else:
-            tol = self.p("exact_tolerance")
             hit = next(
                 (w for w in _OLLAMA_DEFAULT_CONTEXTS if ctx.runtime == "ollama" and abs(prompt - w) <= tol * w),
                 None,
@@ -79,7 +88,13 @@ class ContextWindowTruncatesPrompt(Rule):
                 + (
                     " (a default): they were probably cut"
                     if inferred
-                    else f" to {fill:.0%}: " + ("they are truncated" if fill >= 1 else "long ones are truncated")
+                    else f" to {fill:.0%}: "
+                    + (
+                        ("they are cut or refused" if fill >= 1 else "long ones are cut or refused")
+                        if ctx.runtime == "ollama"
+                        else ("they fail" if fill >= 1 else "long ones fail")
+                        + " (llama-server answers 400 exceed_context_size)"
+                    )
                 )
             ),
             evidence=(
@@ -96,13 +111,17 @@ class ContextWindowTruncatesPrompt(Rule):
                     "run",
                 ),
             ),
-            fix={
-                "ollama": (
-                    f'"num_ctx": {needed} in the request options (or OLLAMA_CONTEXT_LENGTH={needed}); '
-                    "memory grows with num_ctx × OLLAMA_NUM_PARALLEL."
-                ),
-                "llamacpp": f"-c {needed * slots} for -np {slots} (each slot gets -c / -np = {needed}).",
-            },
+            fix=runtimes.annotate_fix(
+                {
+                    "ollama": (
+                        f'"num_ctx": {needed} in the request options (or OLLAMA_CONTEXT_LENGTH={needed}); '
+                        "memory grows with num_ctx × OLLAMA_NUM_PARALLEL."
+                    ),
+                    "llamacpp": f"-c {needed * slots} for -np {slots} (each slot gets -c / -np = {needed}).",
+                },
+                ctx.runtime,
+                ctx.run.setup.runtime_version,
+            ),
             expected_gain=None,
             confidence=confidence,
         )

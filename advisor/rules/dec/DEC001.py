@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from advisor.catalog.capabilities import QuantChoice, capability, weight_quant_choice
 from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
-from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
+from advisor.rules.config import ParamSpec, Spec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import decode_efficiency, fmt, matter_cap
+from advisor.rules.helpers import decode_at_ceiling, fmt, matter_cap
+from advisor.rules.limits import DECODE_EFFICIENCY, DECODE_OBJECTIVES, DECODE_TOK_S, MAX_EFFICIENCY
 from advisor.rules.severity import damp
-
-DECODE_OBJECTIVES = ("decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms")
 
 
 class NearCeilingWithWideWeights(Rule):
@@ -23,32 +23,27 @@ class NearCeilingWithWideWeights(Rule):
     4-bit roughly quadruples it.
 
     ## Fix
-    Serve the weights in fewer bits: 16 → 8 (FP8 on vLLM/SGLang/TGI/TensorRT-LLM, Q8_0 in
-    llama.cpp/Ollama), or 8 → 4 (AWQ/GPTQ, Q4_K_M) after checking quality on your own evals.
-    Keep the KV cache in mind for long contexts (DEC003).
+    Serve the weights in fewer bits, in a format this runtime runs on this GPU generation
+    (``advisor/catalog/data/quant_support.toml``): FP8 W8A8 on Ada, Hopper and Blackwell; on Ampere
+    FP8 weight-only (vLLM, FP8 Marlin) or AWQ/GPTQ 4-bit; on Turing AWQ/GPTQ; TensorRT-LLM INT8/INT4
+    weight-only off Ada and Hopper; the GGUF ladder (Q8_0, Q4_K_M) for llama.cpp and Ollama;
+    ``mlx_lm.convert -q`` for MLX. Check quality on your own evals; keep the KV cache in mind for
+    long contexts (DEC003). The expected gain is capped by the speed-up the runtime documents for
+    the format (vLLM FP8: "up to 1.6x").
 
     ## Example
-    Llama-3.1-8B bf16 on an A10G (600 GB/s): ceiling 37.5 tok/s, measured 33.5. FP8 halves the
-    bytes per token: about 60 tok/s.
+    Llama-3.1-8B bf16 on an A10G (600 GB/s) with vLLM: ceiling 37.5 tok/s, measured 33.5. vLLM runs
+    FP8 weight-only on Ampere; the ceiling ratio is 1.95×, capped at vLLM's documented 1.6×: about
+    54 tok/s.
     """
 
     id = "DEC001"
     name = "decode.near_ceiling_with_wide_weights"
     action = "quantize-weights"
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec("efficiency", ascending=True, unit="ratio", doc="measured ÷ per-stream decode ceiling"),
-        ThresholdSpec(
-            "decode_tok_s",
-            ascending=False,
-            unit="tok/s",
-            doc="per-stream decode slow enough to matter (no decode SLO)",
-        ),
-        ParamSpec(
-            "max_efficiency",
-            unit="ratio",
-            doc="above this the physics is wrong, not the weights (MEAS006)",
-            minimum=1,
-        ),
+        DECODE_EFFICIENCY,
+        DECODE_TOK_S,
+        MAX_EFFICIENCY,
         ParamSpec(
             "min_bits",
             unit="bits",
@@ -58,28 +53,50 @@ class NearCeilingWithWideWeights(Rule):
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
-        eff = decode_efficiency(ctx)
-        bits = ctx.bits_per_weight
-        decode = ctx.measured.decode_tok_s
-        cur = ctx.roofline
-        if eff is None or bits is None or decode is None or cur is None:
+        at_ceiling = decode_at_ceiling(ctx, self.p("max_efficiency"))
+        if at_ceiling is None or at_ceiling.bits <= self.p("min_bits"):
             return None
-        if bits <= self.p("min_bits") or eff > self.p("max_efficiency") or cur.decode_bound != "bandwidth":
-            return None
-        if ctx.engine.speculative.value:
-            return None
+        eff, bits, decode, cur = at_ceiling
         target_bits, key = self._target(ctx, bits)
+        cap = capability(ctx.hardware.id if ctx.hardware is not None else None)
+        choice: QuantChoice | None = None
+        if cap is not None and ctx.runtime is not None:
+            choice = weight_quant_choice(ctx.runtime, cap.generation, target_bits)
+            if choice is None:
+                return None  # nothing this runtime runs on this generation at fewer bits
+            target_bits, key = (8.0 if choice.bits >= 7 else 4.0), choice.key
+            if target_bits >= bits:
+                return None
         target = whatif.quant_spec(ctx, key)
         new = whatif.reanalyse(ctx, quant=target)
         ratio = whatif.decode_ratio(ctx, new, quant=target) if new is not None else None
         if ratio is None or ratio <= 1.0:
             return None
+        capped = choice is not None and choice.max_gain is not None and ratio > choice.max_gain
+        if capped and choice is not None and choice.max_gain is not None:
+            ratio = choice.max_gain
         to = decode * ratio
         severity = damp(
             self.t("efficiency").severity_of(eff),
             matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
         )
-        fix = fixes.weight_quant(target_bits)
+        fix = fixes.weight_quant(target_bits, cap.generation if cap is not None else None)
+        method = (
+            Evidence(
+                "quant_support",
+                f"{choice.method} {choice.how}",
+                f"on {cap.generation} in {ctx.runtime} (quant_support.toml: {choice.source.split(';')[0]})",
+                "physics",
+            )
+            if choice is not None and cap is not None
+            else None
+        )
+        gain_row = (
+            Evidence("expected_speedup", ratio, f"<= {fmt(ratio)}× ({choice.gain_source})", "physics")
+            if capped and choice is not None
+            else None
+        )
+        extra = tuple(e for e in (method, gain_row) if e is not None)
         return Finding(
             severity=severity,
             title=(
@@ -97,6 +114,7 @@ class NearCeilingWithWideWeights(Rule):
                     f"{fmt(new.active_weight_bytes / 1e9 if new else 0)} quantized",
                     "physics",
                 ),
+                *extra,
             ),
             fix=fix,
             expected_gain=Gain("decode_tok_s", decode, to),

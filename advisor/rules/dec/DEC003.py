@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from advisor.catalog.capabilities import capability
 from advisor.physics import kv_bytes, weights_read_per_step
-from advisor.rules import fixes, whatif
+from advisor.rules import fixes, runtimes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt, matter_cap
+from advisor.rules.limits import DECODE_OBJECTIVES, DECODE_TOK_S
 from advisor.rules.severity import damp
-
-DECODE_OBJECTIVES = ("decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms")
 
 
 class LongContextKvReads(Rule):
@@ -39,12 +39,7 @@ class LongContextKvReads(Rule):
     actions: ClassVar[tuple[str, ...]] = ("reduce-context",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("kv_share", ascending=True, unit="ratio", doc="KV bytes ÷ all bytes read per decode step"),
-        ThresholdSpec(
-            "decode_tok_s",
-            ascending=False,
-            unit="tok/s",
-            doc="per-stream decode slow enough to matter (no decode SLO)",
-        ),
+        DECODE_TOK_S,
         ParamSpec(
             "trim_fraction",
             unit="ratio",
@@ -74,7 +69,11 @@ class LongContextKvReads(Rule):
         if sixteen:
             dtype = "q8_0" if ctx.runtime in ("ollama", "llamacpp") else "fp8"
             new = whatif.reanalyse(ctx, kv_cache_dtype=dtype)
-            action, fix, what = "quantize-kv-cache", fixes.kv_cache_quant(), f"an 8-bit ({dtype}) KV cache"
+            action, fix, what = (
+                "quantize-kv-cache",
+                fixes.kv_cache_quant(_generation(ctx)),
+                f"an 8-bit ({dtype}) KV cache",
+            )
         else:
             keep = self.p("trim_fraction")
             new = whatif.reanalyse(
@@ -111,8 +110,14 @@ class LongContextKvReads(Rule):
                 ),
                 Evidence("decode_tok_s", decode, f"≈ {fmt(to)} with {what}", "physics"),
             ),
-            fix=fix,
+            fix=runtimes.annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=Gain("decode_tok_s", decode, to),
             confidence=0.7 if sixteen else 0.5,
             action=action,
         )
+
+
+def _generation(ctx: RunContext) -> str | None:
+    """The device generation (capabilities.csv): FP8 KV caveats apply off Hopper and Blackwell."""
+    cap = capability(ctx.hardware.id if ctx.hardware is not None else None)
+    return cap.generation if cap is not None else None

@@ -30,8 +30,9 @@ class ComputeUpgradeWontHelpDecode(Rule):
     decode at least 30 % faster. Keep the compute-rich device only if TTFT is the goal.
 
     ## Example
-    Label ``planned_hardware=nvidia-l40s`` on a Llama-3.1-8B bf16 run on an A10G decoding at 33
-    tok/s: the L40S has 5× the compute but decodes at about 47 tok/s; an A100 80GB gives about 110.
+    Label ``planned_hardware=nvidia-h100-pcie`` on a Llama-3.1-8B bf16 run on an A100 80GB SXM
+    decoding at 100 tok/s: the H100 PCIe has 2.4× the dense compute (756 vs 312 TFLOPS) but 2,000
+    against 2,039 GB/s, so decode would stay at about 98 tok/s.
     """
 
     id = "DEC005"

@@ -27,6 +27,9 @@ class MissingFieldsBlockDiagnosis(Rule):
     band, no what-if, and most findings cannot be made at all. Without the concurrency, a slow
     per-stream decode cannot be told apart from a busy batch; without the prompt length, TTFT
     cannot be judged. Silence from the other rules then means "could not check", not "healthy".
+    Missing context is information, not failure: this finding is at most ``moderate``, never
+    fails the verdict and never trips ``--fail-on severe``. What the file implies is derived
+    first (the concurrency by Little's law from the request rate and the latency).
 
     ## Fix
     Supply the named fields: in a canonical run under ``setup`` / ``workload`` / ``metrics``; with
@@ -42,6 +45,8 @@ class MissingFieldsBlockDiagnosis(Rule):
     id = "MEAS004"
     name = "measurement.missing_fields"
     action = "improve-measurement"
+    #: "Cannot judge, add X" is information, not failure: at most moderate, never fails a verdict.
+    asks_for_context = True
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "blocked",

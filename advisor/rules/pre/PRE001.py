@@ -5,7 +5,15 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt, matter_cap, prefill_ms, prefill_work_ratio, ttft_typical
+from advisor.rules.helpers import (
+    fmt,
+    matter_cap,
+    prefill_advice_applies,
+    prefill_ms,
+    prefill_work_ratio,
+    ttft_typical,
+)
+from advisor.rules.limits import TTFT_OBJECTIVES
 from advisor.rules.severity import damp
 
 
@@ -47,6 +55,8 @@ class LongPrompt(Rule):
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
+        if not prefill_advice_applies(ctx):
+            return None  # an engine test, or a TTFT that is mostly queue or remainder, not prefill
         m = ctx.measured
         ttft = ttft_typical(ctx)
         if m.prompt_tokens is None or m.uncached_prompt_tokens is None or ttft is None:
@@ -55,7 +65,7 @@ class LongPrompt(Rule):
         ttft_value, ttft_path = ttft
         severity = damp(
             self.t("prompt_tokens").severity_of(uncached),
-            matter_cap(ctx, self.common, ("ttft_p50_ms", "ttft_p99_ms"), self.t("ttft_ms"), ttft_value),
+            matter_cap(ctx, self.common, TTFT_OBJECTIVES, self.t("ttft_ms"), ttft_value),
         )
         depth = (ctx.run.workload.kv_depth_tokens or 0.0) + (m.prompt_tokens - uncached)
         estimate = prefill_ms(ctx, uncached)

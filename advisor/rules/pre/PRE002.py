@@ -6,7 +6,15 @@ from advisor.rules import fixes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt, matter_cap, prefill_ms, prefill_work_ratio, ttft_typical
+from advisor.rules.helpers import (
+    fmt,
+    matter_cap,
+    prefill_advice_applies,
+    prefill_ms,
+    prefill_work_ratio,
+    ttft_typical,
+)
+from advisor.rules.limits import PREFIX_TOKENS, TTFT_MS, TTFT_OBJECTIVES
 from advisor.rules.severity import Severity, damp
 
 
@@ -34,13 +42,8 @@ class RepeatedPrefixNotCached(Rule):
     action = "enable-prefix-caching"
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec("prefix_share", ascending=True, unit="ratio", doc="shared prefix ÷ prompt tokens"),
-        ThresholdSpec(
-            "prefix_tokens",
-            ascending=True,
-            unit="tokens",
-            doc="shared prefix length; short prefixes are not worth it",
-        ),
-        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
+        PREFIX_TOKENS,
+        TTFT_MS,
         ThresholdSpec(
             "hit_rate",
             ascending=False,
@@ -50,6 +53,8 @@ class RepeatedPrefixNotCached(Rule):
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
+        if not prefill_advice_applies(ctx):
+            return None  # an engine test, or a TTFT that is mostly queue or remainder, not prefill
         w, m = ctx.run.workload, ctx.measured
         shared = w.shared_prefix_tokens
         ttft = ttft_typical(ctx)
@@ -78,7 +83,7 @@ class RepeatedPrefixNotCached(Rule):
             self.t("prefix_share").severity_of(share),
             self.t("prefix_tokens").severity_of(shared),
             not_cached,
-            matter_cap(ctx, self.common, ("ttft_p50_ms", "ttft_p99_ms"), self.t("ttft_ms"), ttft_value),
+            matter_cap(ctx, self.common, TTFT_OBJECTIVES, self.t("ttft_ms"), ttft_value),
         )
         depth = w.kv_depth_tokens or 0.0
         now_tokens = m.uncached_prompt_tokens if m.uncached_prompt_tokens is not None else m.prompt_tokens

@@ -5,7 +5,15 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt, matter_cap, prefill_ms, prefill_work_ratio, ttft_typical
+from advisor.rules.helpers import (
+    fmt,
+    matter_cap,
+    prefill_advice_applies,
+    prefill_ms,
+    prefill_work_ratio,
+    ttft_typical,
+)
+from advisor.rules.limits import PREFIX_TOKENS, TTFT_MS, TTFT_OBJECTIVES
 from advisor.rules.severity import Severity, damp
 
 
@@ -40,16 +48,13 @@ class SharedPrefixMissesCache(Rule):
             unit="ratio",
             doc="part of the shareable prefix that misses: 1 − hit rate ÷ shared share",
         ),
-        ThresholdSpec(
-            "prefix_tokens",
-            ascending=True,
-            unit="tokens",
-            doc="shared prefix length; short prefixes are not worth it",
-        ),
-        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
+        PREFIX_TOKENS,
+        TTFT_MS,
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
+        if not prefill_advice_applies(ctx):
+            return None  # an engine test, or a TTFT that is mostly queue or remainder, not prefill
         w, m = ctx.run.workload, ctx.measured
         shared = w.shared_prefix_tokens
         hit = ctx.run.metrics.prefix_cache_hit_rate
@@ -70,7 +75,7 @@ class SharedPrefixMissesCache(Rule):
         severity = damp(
             self.t("missed_share").severity_of(missed),
             self.t("prefix_tokens").severity_of(shared),
-            matter_cap(ctx, self.common, ("ttft_p50_ms", "ttft_p99_ms"), self.t("ttft_ms"), ttft_value),
+            matter_cap(ctx, self.common, TTFT_OBJECTIVES, self.t("ttft_ms"), ttft_value),
         )
         evicting = (ctx.run.metrics.kv_cache_usage_max or 0.0) >= 0.95
         if evicting:

@@ -1,36 +1,39 @@
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 from advisor.rules import fixes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
+from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, BudgetPlan, limits_of, plan_budget
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_ratio
 from advisor.rules.helpers import fmt, matter_cap, prefill_rate, ttft_typical
 from advisor.rules.knobs import knob_name
+from advisor.rules.limits import TTFT_MS, TTFT_OBJECTIVES
 from advisor.rules.severity import Severity, damp
-
-_RUNTIMES = ("vllm", "sglang", "tgi", "trtllm")
 
 
 class BatchedTokensBudgetSmall(Rule):
     """The per-step token budget splits every prompt into many small chunks.
 
     ## Why is this bad?
-    With chunked prefill, each scheduler step processes at most ``max-num-batched-tokens`` tokens,
-    and running decodes take their share of that budget first. A prompt larger than what is left
-    is prefilled over several steps, and every step also pays for one pass over the weights and the
-    decode batch. When the budget is small compared with the prompts, TTFT grows by those extra
-    steps. The prompt's compute is the same however it is cut, so each extra step costs one more
-    decode step. vLLM's guidance: larger values give better TTFT, smaller ones better ITL.
+    With chunked prefill, each scheduler step processes at most ``max-num-batched-tokens`` tokens.
+    In vLLM, TGI and TensorRT-LLM running decodes take their share of that budget first; SGLang
+    does not mix decodes into a prefill chunk unless ``--enable-mixed-chunk`` is set, so there the
+    whole budget goes to the prompt. A prompt larger than what is left is prefilled over several
+    steps, and every step also pays for one pass over the weights and the decode batch. The prompt's
+    compute is the same however it is cut, so each extra step costs one more decode step. vLLM's
+    guidance: larger values give better TTFT, smaller ones better ITL. The budget is set in one
+    place (``advisor/rules/budget.py``, shared with SCH001), so a run is never told both ways; when
+    the dial cannot meet both the TTFT and ITL objectives this rule says so instead.
 
     ## Fix
     Raise the budget (vLLM ``--max-num-batched-tokens``, SGLang ``--chunked-prefill-size``, TGI
     ``--max-batch-prefill-tokens``, TensorRT-LLM ``--max_num_tokens``) towards 8192, or to the
-    prompt size, as long as ITL p99 stays within its objective. The rule stays quiet when ITL tails
-    are already the problem.
+    prompt size, held to what keeps one chunk's stall within the ITL p99 objective. When no budget
+    meets both objectives: cache the shared prefix (PRE002), add capacity, or at scale disaggregate
+    prefill from decode.
 
     ## Example
     vLLM on an H100 with ``--max-num-batched-tokens 512``, 64 streams decoding and 4,000-token
@@ -41,6 +44,7 @@ class BatchedTokensBudgetSmall(Rule):
     id = "PRE004"
     name = "prefill.batched_tokens_budget_small"
     action = "raise-batched-tokens"
+    actions: ClassVar[tuple[str, ...]] = ("enable-prefix-caching", "add-capacity")
     thresholds: ClassVar[tuple[Spec, ...]] = (
         ThresholdSpec(
             "chunks",
@@ -48,38 +52,35 @@ class BatchedTokensBudgetSmall(Rule):
             unit="steps",
             doc="scheduler steps one prompt needs at the current budget",
         ),
-        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
+        TTFT_MS,
         ParamSpec(
             "itl_tail_ratio",
             unit="ratio",
             doc="ITL p99 ÷ p50 at or above which a larger budget is not advised",
             minimum=1,
         ),
-        ParamSpec("target_min", unit="tokens", doc="smallest budget the fix proposes", minimum=512),
-        ParamSpec("target_max", unit="tokens", doc="largest budget the fix proposes", minimum=1024),
+        *BUDGET_SPECS,
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
-        budget = ctx.engine.batched_tokens
-        uncached = ctx.measured.uncached_prompt_tokens
+        plan = plan_budget(ctx, limits_of(self))
         ttft = ttft_typical(ctx)
-        if ctx.runtime not in _RUNTIMES or not budget.value or not uncached or ttft is None:
+        if plan is None or ttft is None:
             return None
-        target = int(
-            min(self.p("target_max"), max(self.p("target_min"), 2 ** math.ceil(math.log2(max(uncached, 1.0)))))
-        )
-        if target <= budget.value:
+        if plan.direction == "conflict":
+            return self._conflict(ctx, plan, ttft)
+        if plan.direction != "raise":
             return None
-        running = min(ctx.measured.concurrency or 1.0, float(budget.value) * 0.75)
-        step_ms = self._step_ms(ctx)
-        if step_ms is None:
-            return None
+        budget = ctx.engine.batched_tokens
+        uncached = plan.uncached
+        target = plan.target
+        running = min(ctx.measured.concurrency or 1.0, float(plan.current) * 0.75)
+        step_ms = plan.step_ms
 
         def chunk(b: float) -> float:
-            # Running decodes take their tokens of the budget first; the rest goes to the prompt.
-            return max(b - running, b * 0.25)
+            return plan.chunk(b, running)
 
-        steps_now, steps_new = math.ceil(uncached / chunk(budget.value)), math.ceil(uncached / chunk(target))
+        steps_now, steps_new = plan.steps_now, plan.steps_target
         # Linear step-cost model (as in Sarathi-Serve): a step costs the decode step (weights,
         # KV reads, overheads) plus its prefill tokens' compute. The compute is the same however
         # the prompt is cut, so every extra step costs one decode step.
@@ -90,7 +91,7 @@ class BatchedTokensBudgetSmall(Rule):
         to = max(ttft_value - min(saved, ttft_value * 0.9), 1.0)
         # With arrivals known, also check the budget caps prefill *throughput* below the load:
         # then prompts queue for budget and TTFT grows far beyond one prompt's steps.
-        load = self._load(ctx, uncached, step_ms, chunk(budget.value), chunk(target))
+        load = self._load(ctx, uncached, step_ms, chunk(plan.current), chunk(target))
         saturated = load is not None and load[0] >= 0.9 > load[1]
         if saturated and load is not None:
             rate = prefill_rate(ctx)
@@ -99,13 +100,21 @@ class BatchedTokensBudgetSmall(Rule):
         tails = self._tail_cap(ctx)
         severity = damp(
             max(self.t("chunks").severity_of(float(steps_now)), Severity.SEVERE if saturated else Severity.NONE),
-            matter_cap(ctx, self.common, ("ttft_p50_ms", "ttft_p99_ms"), self.t("ttft_ms"), ttft_value),
+            matter_cap(ctx, self.common, TTFT_OBJECTIVES, self.t("ttft_ms"), ttft_value),
             tails,
+        )
+        stall = (
+            Evidence(
+                "predicted_chunk_ms",
+                plan.chunk_ms_target,
+                f"ITL p99 ≈ {fmt(plan.predicted_itl_p99_ms)} at {fmt(target)} (p50 + one chunk)",
+                "physics",
+            ),
         )
         return Finding(
             severity=severity,
             title=(
-                f"A {fmt(budget.value)}-token step budget splits each {fmt(uncached)}-token prompt "
+                f"A {fmt(plan.current)}-token step budget splits each {fmt(uncached)}-token prompt "
                 f"into {steps_now} steps; "
                 f"{fmt(target)} would need {steps_new}"
                 + (
@@ -124,18 +133,48 @@ class BatchedTokensBudgetSmall(Rule):
                 Evidence(
                     "workload.prompt_tokens_mean (uncached)",
                     uncached,
-                    f"<= {fmt(budget.value)} per step",
+                    f"<= {fmt(plan.current)} per step",
                     "run",
                 ),
                 Evidence("prefill_steps_per_prompt", float(steps_now), f"{steps_new} at {fmt(target)}", "physics"),
                 Evidence(ttft_path, ttft_value, f"≈ {fmt(to)}", "physics"),
+                *stall,
             ),
             fix=fixes.merge(
                 fixes.batched_tokens(target),
-                {k: "(watch ITL p99: larger budgets lengthen the steps decodes wait on)" for k in _RUNTIMES},
+                {k: "(watch ITL p99: larger budgets lengthen the steps decodes wait on)" for k in BUDGET_RUNTIMES},
             ),
             expected_gain=Gain(ttft_path, ttft_value, to),
             confidence=0.4 if tails is not None or saturated else 0.55,
+        )
+
+    def _conflict(self, ctx: RunContext, plan: BudgetPlan, ttft: tuple[float, str]) -> Finding:
+        """The dial cannot meet both objectives: say so, and name what can."""
+        prefix_off = ctx.engine.prefix_caching.value is False
+        name = knob_name("batched_tokens", ctx.runtime, ctx.engine.batched_tokens)
+        alternatives = (
+            "The prefill budget cannot meet both the TTFT and the ITL objective here "
+            f"({plan.reason}). What can: cache the shared prompt prefix so less is prefilled"
+            + (" (prefix caching is off)" if prefix_off else "")
+            + ", add capacity (replicas) so fewer prompts share a GPU's steps, or at scale disaggregate "
+            "prefill from decode."
+        )
+        fix = fixes.merge({k: alternatives for k in (*BUDGET_RUNTIMES, "other")}, fixes.prefix_caching())
+        return Finding(
+            severity=Severity.LOW,
+            title=(
+                f"{name} {fmt(plan.current)} cannot meet both objectives: {fmt(plan.uncached)}-token prompts take "
+                f"{plan.steps_now} steps, and a larger chunk would stall streams for ≈ "
+                f"{fmt(plan.chunk_ms_target if plan.target > plan.current else plan.chunk_ms_now, 'ms')}"
+            ),
+            evidence=(
+                Evidence(name, ctx.engine.batched_tokens.describe(), "no value meets both objectives", "physics"),
+                Evidence(ttft[1], ttft[0], "lower with a larger budget", "run"),
+                Evidence("prefill_chunk_ms", plan.chunk_ms_now, "shorter with a smaller budget", "physics"),
+            ),
+            fix=fix,
+            action="enable-prefix-caching" if prefix_off else "add-capacity",
+            confidence=0.4,
         )
 
     @staticmethod
@@ -155,14 +194,6 @@ class BatchedTokensBudgetSmall(Rule):
             return c / ((step_ms + c / rate[0] * 1000.0) / 1000.0)
 
         return required / capacity(chunk_now), required / capacity(chunk_new)
-
-    @staticmethod
-    def _step_ms(ctx: RunContext) -> float | None:
-        """One scheduler step under this load: the measured ITL/TPOT p50, else the physics floor."""
-        for p in (ctx.run.metrics.itl_ms, ctx.run.metrics.tpot_ms):
-            if p.p50:
-                return p.p50
-        return ctx.roofline.itl_floor_ms if ctx.roofline is not None else None
 
     def _tail_cap(self, ctx: RunContext) -> Severity | None:
         """LOW when ITL tails are near or over their objective, or already stretched."""

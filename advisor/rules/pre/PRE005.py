@@ -5,7 +5,8 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt, matter_cap, ttft_typical
+from advisor.rules.helpers import fmt, matter_cap, ttft_typical, workload_advice_applies
+from advisor.rules.limits import TTFT_MS, TTFT_OBJECTIVES
 from advisor.rules.severity import damp
 
 
@@ -39,10 +40,12 @@ class QueueBeforeModel(Rule):
             doc="mean requests waiting (vllm:num_requests_waiting)",
         ),
         ThresholdSpec("queue_share", ascending=True, unit="ratio", doc="queue time ÷ TTFT"),
-        ThresholdSpec("ttft_ms", ascending=True, unit="ms", doc="TTFT p50 that makes it matter (no TTFT SLO)"),
+        TTFT_MS,
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
+        if not workload_advice_applies(ctx):
+            return None  # an engine microbenchmark has no request queue
         m = ctx.run.metrics
         waiting = (
             m.queue_waiting_mean
@@ -60,7 +63,7 @@ class QueueBeforeModel(Rule):
         share = min(queue_ms / ttft_value, 1.0) if queue_ms else None
         severity = damp(
             max(self.t("waiting").severity_of(waiting), self.t("queue_share").severity_of(share)),
-            matter_cap(ctx, self.common, ("ttft_p50_ms", "ttft_p99_ms"), self.t("ttft_ms"), ttft_value),
+            matter_cap(ctx, self.common, TTFT_OBJECTIVES, self.t("ttft_ms"), ttft_value),
         )
         evidence = []
         if waiting is not None:

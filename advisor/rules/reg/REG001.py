@@ -5,10 +5,9 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import describe_setup, fmt, fmt_range, matter_cap
+from advisor.rules.helpers import describe_setup, expected_by, fmt, fmt_range, matter_cap
+from advisor.rules.limits import DECODE_OBJECTIVES, DECODE_TOK_S
 from advisor.rules.severity import damp
-
-DECODE_OBJECTIVES = ("decode_tok_s_min", "itl_p50_ms", "tpot_p99_ms")
 
 
 class DecodeBelowExpected(Rule):
@@ -42,12 +41,7 @@ class DecodeBelowExpected(Rule):
             unit="ratio",
             doc="measured ÷ expected decode (only below the band's low end)",
         ),
-        ThresholdSpec(
-            "decode_tok_s",
-            ascending=False,
-            unit="tok/s",
-            doc="per-stream decode slow enough to matter (no decode SLO)",
-        ),
+        DECODE_TOK_S,
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
@@ -65,8 +59,8 @@ class DecodeBelowExpected(Rule):
         return Finding(
             severity=severity,
             title=(
-                f"Runs with {describe_setup(ctx)} reach {fmt_range(band.low, band.high, 'tok/s')}; "
-                f"this one reaches {fmt(decode)}"
+                f"{expected_by(ctx)} {fmt_range(band.low, band.high, 'tok/s')} from {describe_setup(ctx)}; "
+                f"this run reaches {fmt(decode)}"
             ),
             evidence=(
                 Evidence("decode_tok_s", decode, fmt_range(band.low, band.high), "model"),

@@ -4,14 +4,13 @@ from typing import ClassVar
 
 from advisor.rules import fixes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
-from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
+from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, limits_of, plan_budget
+from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap
 from advisor.rules.helpers import fmt, latency_label, matter_cap, prefill_rate
 from advisor.rules.knobs import knob_name
-
-_RUNTIMES = ("vllm", "sglang", "tgi", "trtllm")
-TAIL_OBJECTIVES = ("itl_p99_ms", "tpot_p99_ms")
+from advisor.rules.limits import TAIL_OBJECTIVES, TAIL_RATIO
 
 
 class PrefillInterference(Rule):
@@ -24,10 +23,14 @@ class PrefillInterference(Rule):
     longer the stall. ITL p50 looks fine; ITL p99 does not.
 
     ## Fix
-    Lower the per-step budget so prompts are cut into smaller chunks that interleave with decode:
+    Lower the per-step budget so prompts are cut into smaller chunks that interleave with decode
+    (the budget is chosen in one place, ``advisor/rules/budget.py``, shared with PRE004):
     vLLM ``--max-num-batched-tokens 2048`` (vLLM: "smaller values (e.g., 2048) achieve better
     inter-token latency"), SGLang ``--chunked-prefill-size 2048``, TGI ``--max-batch-prefill-tokens``.
-    TTFT rises a little. If chunked prefill is off, CFG002 says how to turn it on.
+    TTFT rises a little. If chunked prefill is off, CFG002 says how to turn it on. The rule stays
+    quiet when the tail is not the chunks': with speculative decoding (accepted drafts arrive in
+    bursts), with ``--stream-interval`` above 1, and when one chunk's predicted compute is too
+    short to explain the measured p99.
 
     ## Example
     vLLM on an H100, 32 streams, 6,000-token prompts, ``--max-num-batched-tokens 16384``: ITL p50
@@ -39,43 +42,31 @@ class PrefillInterference(Rule):
     action = "lower-batched-tokens"
     supersedes: ClassVar[tuple[str, ...]] = ("SCH002",)
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec("tail_ratio", ascending=True, unit="ratio", doc="ITL (or TPOT) p99 ÷ p50"),
+        TAIL_RATIO,
         ThresholdSpec("p99_ms", ascending=True, unit="ms", doc="ITL p99 that users feel as a stall (no ITL SLO)"),
-        ParamSpec("target_budget", unit="tokens", doc="budget the fix proposes", minimum=256),
-        ParamSpec(
-            "min_explained",
-            unit="ratio",
-            doc="a chunk must take at least this share of the p99-p50 gap to explain it",
-            minimum=0,
-            maximum=1,
-        ),
+        *BUDGET_SPECS,
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
-        if ctx.runtime not in _RUNTIMES or ctx.engine.chunked_prefill.value is False:
+        if ctx.runtime not in BUDGET_RUNTIMES or ctx.engine.chunked_prefill.value is False:
             return None
-        budget = ctx.engine.batched_tokens.value
-        uncached = ctx.measured.uncached_prompt_tokens
-        conc = ctx.measured.concurrency
+        plan = plan_budget(ctx, limits_of(self))
         picked = self._tail(ctx)
-        rate = prefill_rate(ctx)
-        if not budget or not uncached or conc is None or conc < 2 or picked is None or rate is None:
+        if plan is None or plan.direction != "lower" or picked is None:
             return None
         path, p50, p99 = picked
-        target = int(self.p("target_budget"))
-        chunk_now, chunk_new = min(budget, uncached), min(target, uncached)
-        if chunk_now <= chunk_new:
-            return None
+        target = plan.target
         stall = p99 - p50
-        t_now = chunk_now / rate[0] * 1000.0
-        t_new = chunk_new / rate[0] * 1000.0
-        if stall <= 0 or t_now < self.p("min_explained") * stall:
-            return None
+        t_now, t_new = plan.chunk_ms_now, plan.chunk_ms_target
         to = p50 + stall * min(1.0, t_new / t_now)
+        rate_source = prefill_rate(ctx)
         severity = min(
             self.t("tail_ratio").severity_of(p99 / p50),
             matter_cap(ctx, self.common, TAIL_OBJECTIVES, self.t("p99_ms"), p99),
             sample_cap(self.common, ctx.measured.n_requests),
+        )
+        chunk_now = min(
+            plan.chunk(plan.current, min(ctx.measured.concurrency or 1.0, plan.current * 0.75)), plan.uncached
         )
         return Finding(
             severity=severity,
@@ -93,11 +84,20 @@ class PrefillInterference(Rule):
                     f"<= {target}",
                     "run",
                 ),
-                Evidence("prefill_chunk_ms", t_now, f"≈ {fmt(t_new)} at {target}", rate[1]),
+                Evidence(
+                    "prefill_chunk_ms",
+                    t_now,
+                    f"≈ {fmt(t_new)} at {target}; explains ≥ {self.p('budget_min_explained'):.0%} of the "
+                    f"{fmt(stall, 'ms')} p99-p50 gap",
+                    rate_source[1] if rate_source else "physics",
+                ),
             ),
             fix=fixes.merge(
-                {k: v for k, v in fixes.batched_tokens(target).items() if k in (*_RUNTIMES, "other")},
-                {k: "(TTFT rises slightly: each prompt takes more, shorter steps)" for k in (*_RUNTIMES, "other")},
+                {k: v for k, v in fixes.batched_tokens(target).items() if k in (*BUDGET_RUNTIMES, "other")},
+                {
+                    k: "(TTFT rises slightly: each prompt takes more, shorter steps)"
+                    for k in (*BUDGET_RUNTIMES, "other")
+                },
             ),
             expected_gain=Gain(f"{path}.p99", p99, to),
             confidence=0.65,

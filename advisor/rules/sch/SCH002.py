@@ -8,8 +8,7 @@ from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap
 from advisor.rules.helpers import fmt, latency_label, matter_cap
-
-TAIL_OBJECTIVES = ("itl_p99_ms", "tpot_p99_ms")
+from advisor.rules.limits import TAIL_OBJECTIVES, TAIL_RATIO
 
 
 class TailLatencyUnderBatching(Rule):
@@ -36,7 +35,7 @@ class TailLatencyUnderBatching(Rule):
     name = "scheduling.tail_latency_under_batching"
     action = "reduce-max-num-seqs"
     thresholds: ClassVar[tuple[Spec, ...]] = (
-        ThresholdSpec("tail_ratio", ascending=True, unit="ratio", doc="ITL (or TPOT) p99 ÷ p50"),
+        TAIL_RATIO,
         ThresholdSpec("p99_ms", ascending=True, unit="ms", doc="p99 that users feel as a stall (no ITL SLO)"),
     )
 

@@ -14,6 +14,7 @@ from advisor.physics import (
     decode_flops_per_token,
     kv_bytes,
     kv_bytes_per_token,
+    kv_pool_bytes,
     kv_replication,
     prefill_flops,
     weight_bytes,
@@ -228,11 +229,32 @@ def test_no_prompt_gives_asymptotic_prefill_and_no_ttft() -> None:
 
 def test_kv_pool_and_concurrency() -> None:
     roof = analyse(H100, LLAMA_8B, F16, prompt_tokens=2000, output_tokens=48)
-    pool = 80e9 * 0.9 - 16.06e9 - ACTIVATION_RESERVE_BYTES_PER_DEVICE
-    assert roof.kv_pool_tokens == int(pool // 131_072)  # 410,404
-    assert roof.max_concurrent_sequences == int(pool // (131_072 * 2048))  # 200
+    # "80 GB" of HBM is 80 GiB as the engine sees it (85.9e9 bytes), not 80e9.
+    pool = 80 * 1024**3 * 0.9 - 16.06e9 - ACTIVATION_RESERVE_BYTES_PER_DEVICE
+    assert roof.kv_pool_tokens == int(pool // 131_072) == 450_911
+    assert roof.max_concurrent_sequences == int(pool // (131_072 * 2048)) == 220
     assert roof.context_tokens == 2048
     assert roof.fits_in_memory is True
+
+
+@pytest.mark.parametrize(
+    ("runtime", "expected"),
+    [
+        # vLLM/TGI: 80 GiB × 0.9 − 16.06 GB weights − 2 GiB reserve inside the fraction.
+        ("vllm", 80 * 1024**3 * 0.9 - 16.06e9 - 2 * 1024**3),
+        ("tgi", 80 * 1024**3 * 0.9 - 16.06e9 - 2 * 1024**3),
+        # SGLang: mem_fraction_static is weights + KV; activations live outside it.
+        ("sglang", 80 * 1024**3 * 0.9 - 16.06e9),
+        # TensorRT-LLM: the fraction is of what is left after weights and activations.
+        ("trtllm", (80 * 1024**3 - 16.06e9 - 2 * 1024**3) * 0.9),
+        ("llamacpp", 80 * 1024**3 * 0.9 - 16.06e9 - 0.5 * 1024**3),
+    ],
+)
+def test_kv_pool_follows_each_runtime(runtime: str, expected: float) -> None:
+    got = kv_pool_bytes(
+        memory_bytes=80 * 1024**3, gpu_memory_utilization=0.9, weight_bytes_resident=16.06e9, runtime=runtime
+    )
+    assert got == pytest.approx(expected)
 
 
 def test_model_that_does_not_fit() -> None:
@@ -258,8 +280,8 @@ def test_tensor_parallel_scales_bandwidth_compute_memory() -> None:
     two = analyse(H100, LLAMA_8B, F16, prompt_tokens=2000, tensor_parallel=2)
     assert two.decode_ceiling_tok_s == pytest.approx(2 * one.decode_ceiling_tok_s)
     assert two.prefill_tflops == pytest.approx(2 * 989.5)
-    assert two.memory_bytes == 160e9
-    pool = 160e9 * 0.9 - 16.06e9 - 2 * ACTIVATION_RESERVE_BYTES_PER_DEVICE
+    assert two.memory_bytes == 160 * 1024**3
+    pool = 160 * 1024**3 * 0.9 - 16.06e9 - 2 * ACTIVATION_RESERVE_BYTES_PER_DEVICE
     assert two.kv_pool_tokens == int(pool // 131_072)
 
 

@@ -8,7 +8,14 @@ import pytest
 
 from advisor.canonical import SLO, CanonicalRun, decode_run
 from advisor.rules import build_baseline, build_context
-from advisor.rules.context import baseline_key, baseline_point, comparable, measure, normalise_kv_dtype
+from advisor.rules.context import (
+    baseline_key,
+    baseline_point,
+    comparable,
+    measure,
+    normalise_kv_dtype,
+    sweep_capacity,
+)
 
 SETUP = {
     "runtime": "vllm",
@@ -204,3 +211,160 @@ def test_the_baseline_leaves_out_runs_that_are_not_comparable() -> None:
     assert base is not None and base.n == 3 and base.metrics["decode_tok_s"].median == 101.0
     assert all(comparable(current, r) for r in kept)
     assert not any(comparable(current, r) for r in (*longer, *quantised))
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 12: derived context, the TTFT breakdown, engine tests and implausible ITLs
+
+
+def test_littles_law_uses_the_served_rate_and_the_latency() -> None:
+    m = measure(run(workload={"request_rate": 10.0}, metrics={"request_throughput_rps": 4.0, "e2e_ms": {"mean": 3000}}))
+    assert m.concurrency == 12.0  # 4 req/s served × 3 s in the system
+    assert m.concurrency_source == "Little's law: metrics.request_throughput_rps × e2e_ms.mean"
+
+
+def test_littles_law_without_e2e_uses_ttft_and_tpot() -> None:
+    m = measure(run(workload={"request_rate": 2.0}, metrics={"ttft_ms": {"mean": 500}, "tpot_ms": {"mean": 25}}))
+    assert m.concurrency == pytest.approx(2.0 * (500 + 200 * 25) / 1000)
+    assert m.concurrency_source == "Little's law: workload.request_rate × (ttft + output_tokens × tpot)"
+
+
+def test_a_derived_concurrency_is_noted_and_not_missing() -> None:
+    ctx = build_context(
+        run(workload={"request_rate": 2.0, "num_requests": 100}, metrics={"e2e_ms": {"mean": 4000}, "decode_tok_s": 30})
+    )
+    assert ctx.notes == (
+        "workload.concurrency derived: 8 streams by Little's law: workload.request_rate × e2e_ms.mean",
+    )
+    assert not ctx.is_missing("workload.concurrency")
+
+
+def test_a_rate_without_a_latency_says_so_and_names_the_flag() -> None:
+    ctx = build_context(run(workload={"request_rate": 2.0, "num_requests": 100}, metrics={"decode_tok_s": 30}))
+    missing = next(m for m in ctx.missing if m.field == "workload.concurrency")
+    assert missing.reason.startswith("the run has a request rate but no end-to-end latency")
+    assert "`advisor submit --concurrency <n>`" in missing.how and "X-Advisor-Concurrency" in missing.how
+
+
+def test_the_ttft_breakdown_of_an_overloaded_run() -> None:
+    ctx = build_context(
+        run(
+            workload={"request_rate": 32.0, "prompt_tokens_mean": 1000},
+            metrics={"request_throughput_rps": 0.4, "ttft_ms": {"p50": 120000}, "prefill_tok_s": 2000},
+        )
+    )
+    breakdown = ctx.ttft
+    assert breakdown is not None
+    assert breakdown.prefill.ms == 500.0  # 1,000 tokens at the measured 2,000 tok/s
+    assert breakdown.prefill.source == "prompt_tokens_mean ÷ metrics.prefill_tok_s"
+    assert breakdown.queueing.ms == 119500.0
+    assert breakdown.queueing.source == "offered 32 req/s, served 0.4 req/s: the rest is queueing"
+    assert breakdown.remainder.ms == 0.0
+    assert breakdown.dominant == "queueing"
+
+
+def test_the_ttft_breakdown_counts_the_prefix_cache_and_a_measured_queue() -> None:
+    ctx = build_context(
+        run(
+            workload={"prompt_tokens_mean": 2000, "concurrency": 8},
+            metrics={
+                "ttft_ms": {"p50": 1000},
+                "prefill_tok_s": 4000,
+                "prefix_cache_hit_rate": 0.5,
+                "queue_ms": {"p50": 200},
+            },
+        )
+    )
+    out = ctx.ttft.to_dict() if ctx.ttft else {}
+    assert out["prefill"]["ms"] == 500.0
+    assert out["cache"] == {
+        "ms": -250.0,
+        "source": "metrics.prefix_cache_hit_rate × the prefill rate",
+        "confidence": 0.8,
+    }
+    assert out["queueing"] == {"ms": 200.0, "source": "metrics.queue_ms.p50 (scheduler delay)", "confidence": 0.9}
+    assert out["remainder"]["ms"] == 550.0  # 1,000 − 200 − (500 − 250)
+    assert out["total_ms"] == 1000.0 and out["dominant"] == "remainder"
+
+
+def test_no_ttft_no_breakdown() -> None:
+    assert build_context(run(metrics={"decode_tok_s": 30})).ttft is None
+
+
+@pytest.mark.parametrize(
+    ("source", "engine_test"),
+    [
+        ({"format": "llama_bench", "tool": "llama-bench"}, True),
+        ({"format": "vllm_bench", "tool": "vllm bench latency"}, True),
+        ({"format": "vllm_legacy", "tool": "vllm benchmark_throughput.py"}, True),
+        ({"tool": "llama-batched-bench"}, True),
+        ({"format": "vllm_bench", "tool": "vllm bench serve"}, False),
+        ({"format": "guidellm", "tool": "guidellm"}, False),
+    ],
+)
+def test_engine_microbenchmarks_are_recognised(source: dict[str, str], engine_test: bool) -> None:
+    assert build_context(run(source=source)).microbenchmark is engine_test
+
+
+def test_an_implausible_itl_gives_no_decode_speed() -> None:
+    m = measure(run(metrics={"itl_ms": {"p50": 0.03, "mean": 0.05}}))
+    assert m.decode_tok_s is None
+    with_tpot = measure(run(metrics={"itl_ms": {"p50": 0.03}, "tpot_ms": {"mean": 20}}))
+    assert (with_tpot.decode_tok_s, with_tpot.decode_source) == (50.0, "1000 / tpot_ms.mean")
+
+
+def _point(rate: float | None, served: float, concurrency: float | None = None) -> CanonicalRun:
+    return run(
+        workload={"request_rate": rate, "concurrency": concurrency},
+        metrics={"request_throughput_rps": served, "ttft_ms": {"p50": 100}},
+    )
+
+
+def test_the_knee_of_a_rate_sweep_is_the_highest_rate_it_keeps_up_with() -> None:
+    sweep = sweep_capacity([_point(2, 2.0), _point(8, 7.9), _point(16, 14.5), _point(32, 15.1)])
+    assert sweep is not None
+    assert sweep.to_dict() == {
+        "load": "request_rate",
+        "knee": 16.0,  # 14.5 of 16 served is within 10 %; 15.1 of 32 is not
+        "capacity_rps": 14.5,
+        "points": 4,
+        "overloaded_from": 32.0,
+    }
+
+
+def test_the_knee_of_a_concurrency_sweep_is_where_throughput_stops_growing() -> None:
+    sweep = sweep_capacity(
+        [_point(None, 3.0, 1), _point(None, 10.0, 4), _point(None, 18.5, 16), _point(None, 19.5, 64)]
+    )
+    assert sweep is not None
+    assert (sweep.load, sweep.knee, sweep.capacity_rps, sweep.overloaded_from) == ("concurrency", 16.0, 18.5, None)
+
+
+def test_one_load_is_no_sweep() -> None:
+    assert sweep_capacity([_point(None, 5.9, 2), _point(None, 12.5, 2)]) is None
+    assert sweep_capacity([_point(4, 3.9)]) is None
+
+
+def test_measured_bits_per_weight_override_a_name_that_is_not_what_ran() -> None:
+    """A GGUF named F16 whose experts are MXFP4 measures about 5.3 bits (llama-bench model_size ×
+    8 / model_n_params): the physics uses that, and the notes say so."""
+    ctx = build_context(run(setup={"runtime": "llamacpp"}, labels={"bits_per_weight": "5.271"}))
+    assert ctx.quant is not None
+    assert (ctx.quant.id, ctx.quant.bits_per_weight, ctx.quant.family) == ("f16-bf16", 5.271, "gguf")
+    assert ctx.notes == (
+        "bits per weight derived: 5.27 from the file's model_size × 8 / model_n_params, not the 16 its name "
+        "F16 / BF16 implies (mixed tensor types); the physics uses 5.27",
+    )
+
+
+def test_measured_bits_close_to_the_name_keep_the_declared_format() -> None:
+    ctx = build_context(run(labels={"bits_per_weight": "16.4"}))  # embeddings kept wider: within 20 %
+    assert ctx.quant is not None and ctx.quant.bits_per_weight == 16.0
+    assert ctx.notes == ()
+
+
+def test_measured_bits_stand_in_for_a_missing_quantization() -> None:
+    ctx = build_context(run(setup={"quantization": None}, labels={"bits_per_weight": "4.89"}))
+    assert ctx.quant is not None and (ctx.quant.id, ctx.quant.bits_per_weight) == ("measured", 4.89)
+    assert not ctx.is_missing("setup.quantization")
+    assert ctx.notes == ("bits per weight derived: 4.89, from the file's model_size × 8 / model_n_params",)

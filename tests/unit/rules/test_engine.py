@@ -155,14 +155,16 @@ def test_a_silent_rule_supersedes_nothing(ctx: RunContext) -> None:
         ([], None, "pass"),
         ([("PRE001", Severity.LOW, {})], None, "pass"),
         ([("PRE001", Severity.MODERATE, {})], None, "warn"),
-        ([("PRE001", Severity.CRITICAL, {"status": Status.PREVIEW})], None, "pass"),
+        # A severe or critical finding never leaves the verdict at pass, preview or not.
+        ([("PRE001", Severity.CRITICAL, {"status": Status.PREVIEW})], None, "warn"),
+        ([("PRE001", Severity.MODERATE, {"status": Status.PREVIEW})], None, "pass"),
         (
             [("REG003", Severity.MODERATE, {"fails_at": Severity.MODERATE, "action": "investigate-regression"})],
             None,
             "fail",
         ),
         ([("REG003", Severity.LOW, {"fails_at": Severity.MODERATE, "action": "investigate-regression"})], None, "pass"),
-        ([("REG003", Severity.SEVERE, {"fails_at": Severity.MODERATE, "status": Status.PREVIEW})], None, "pass"),
+        ([("REG003", Severity.SEVERE, {"fails_at": Severity.MODERATE, "status": Status.PREVIEW})], None, "warn"),
         ([], {"ttft_p99_ms": 250}, "fail"),  # measured p99 is 300
         ([], {"ttft_p99_ms": 400, "decode_tok_s_min": 30}, "pass"),
         ([], {"decode_tok_s_min": 40}, "fail"),
@@ -178,6 +180,55 @@ def test_verdict(
     assert advice.verdict == verdict
     if verdict != "pass":
         assert advice.verdict_reasons
+
+
+def test_verdict_reasons_are_structured(ctx: RunContext) -> None:
+    local = dataclasses.replace(ctx, slo=SLO(ttft_p99_ms=200))
+    rules = [fake("PRE001", Severity.SEVERE), fake("PRE002", Severity.LOW)]
+    advice = advise(local, rules=rules)
+    assert advice.verdict == "fail"
+    reasons = [r.to_dict() for r in advice.verdict_reasons]
+    # A fail lists what fails it: the breached objective, not the severe finding that would warn.
+    assert [(r["kind"], r["name"], r["limit"], r["found"]) for r in reasons] == [("slo", "ttft_p99_ms", 200.0, 300.0)]
+    assert reasons[0]["text"] == "SLO ttft_p99_ms: ttft_ms.p99 300 is above the objective 200"
+    assert advice.to_dict()["verdict_reasons"] == reasons
+
+    warned = advise(ctx, rules=rules)
+    assert warned.verdict == "warn"
+    assert [r.to_dict() for r in warned.verdict_reasons] == [
+        {
+            "kind": "finding",
+            "name": "PRE001",
+            "limit": "moderate",
+            "found": "severe",
+            "text": "PRE001 test.pre001 is severe (limit moderate): PRE001 finding",
+        }
+    ]
+
+
+def test_a_failing_finding_is_one_reason_not_two(ctx: RunContext) -> None:
+    rule = fake("REG003", Severity.SEVERE, fails_at=Severity.MODERATE, action="investigate-regression")
+    advice = advise(ctx, rules=[rule])
+    assert advice.verdict == "fail"
+    assert [(r.kind, r.name, r.limit, r.found) for r in advice.verdict_reasons] == [
+        ("finding", "REG003", "moderate", "severe")
+    ]
+
+
+def test_missing_context_is_at_most_moderate_and_never_fails(ctx: RunContext) -> None:
+    rule = fake("MEAS004", Severity.CRITICAL, fails_at=Severity.SEVERE, action="improve-measurement")
+    rule.asks_for_context = True  # type: ignore[misc]
+    advice = advise(ctx, rules=[rule])
+    assert [r.severity for r in advice.recommendations] == [Severity.MODERATE]
+    assert advice.verdict == "warn"
+
+
+def test_the_missing_fields_rule_asks_for_context_and_never_fails() -> None:
+    run = decode_run({**RUN, "setup": {"runtime": None, "hardware": None, "model": None, "quantization": None}})
+    advice = advise(build_context(run))
+    rec = next(r for r in advice.recommendations if r.rule_id == "MEAS004")
+    assert rec.severity is Severity.MODERATE
+    assert advice.verdict == "warn"
 
 
 def test_slo_checks_report_measured_and_unmeasured(ctx: RunContext) -> None:

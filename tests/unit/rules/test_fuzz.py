@@ -193,7 +193,8 @@ def expected_verdict(ctx: RunContext, recommendations: Sequence[Recommendation])
     stable = [r for r in recommendations if get_rule(r.rule_id).rule_status == Status.STABLE]
     if breached or any((at := get_rule(r.rule_id).fails_verdict_at) is not None and r.severity >= at for r in stable):
         return "fail"
-    return "warn" if any(r.severity >= Severity.MODERATE for r in stable) else "pass"
+    severe = any(r.severity >= Severity.SEVERE for r in recommendations)
+    return "warn" if severe or any(r.severity >= Severity.MODERATE for r in stable) else "pass"
 
 
 @settings(

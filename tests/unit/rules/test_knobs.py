@@ -6,6 +6,7 @@ import pytest
 
 from advisor.canonical import decode_run
 from advisor.catalog import Catalog
+from advisor.errors import InvalidInput
 from advisor.rules.knobs import EngineConfig, engine_config, knob_name, normalise_key, parse_version
 
 
@@ -94,3 +95,77 @@ def test_normalise_key() -> None:
     assert normalise_key("--max-num-batched-tokens") == "max_num_batched_tokens"
     assert normalise_key("OLLAMA_NUM_PARALLEL") == "ollama_num_parallel"
     assert normalise_key("-np") == "np"
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("0.6.5", None), ("0.9.6", None), ("0.9.7", 1), ("0.12.3", 1)],
+)
+def test_ollama_num_parallel_default_follows_the_version(version: str, expected: int | None) -> None:
+    # Before 0.9.7 OLLAMA_NUM_PARALLEL 0 meant "auto" (4 or 1 by memory): unknowable, so no default.
+    assert config("ollama", {}, version=version).max_num_seqs.value == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "hardware", "expected"),
+    [
+        ("0.6.6", "nvidia-rtx-4090", 2048),
+        ("0.6.7", "nvidia-rtx-4090", 4096),
+        ("0.15.5", "nvidia-l4", 32768),  # 24 GiB: the 32k tier (4k below 24 GiB)
+        ("0.15.5", "nvidia-t4", 4096),
+        ("0.15.5", "nvidia-h100-sxm", 262144),
+        (None, "nvidia-rtx-4090", None),  # the default moved three times: unknown without a version
+    ],
+)
+def test_ollama_num_ctx_default_follows_the_version_and_vram(
+    version: str | None, hardware: str, expected: int | None
+) -> None:
+    knob = config("ollama", {}, version=version, hardware=hardware).context_length
+    assert knob.value == expected
+    assert knob.explicit is False
+
+
+def test_llamacpp_k_and_v_cache_types_are_read_apart() -> None:
+    cfg = config("llamacpp", {"-ctk": "q8_0", "-fa": "off"}, hardware="nvidia-rtx-4090")
+    assert (cfg.kv_cache_dtype.value, cfg.kv_cache_dtype_v.value, cfg.kv_cache_dtype_v.explicit) == (
+        "q8_0",
+        "f16",
+        False,
+    )
+    both = config("llamacpp", {"-ctk": "q8_0", "-ctv": "q4_0"}, hardware="nvidia-rtx-4090")
+    assert both.kv_cache_dtype_v.value == "q4_0"
+    assert both.micro_batch.value == 512  # -ub default
+
+
+def test_sglang_mixing_and_stream_interval() -> None:
+    plain = config("sglang", {})
+    assert (plain.mixed_chunk.value, plain.stream_interval.value) == (False, 1)
+    mixed = config("sglang", {"--enable-mixed-chunk": True, "--stream-interval": 8})
+    assert (mixed.mixed_chunk.value, mixed.stream_interval.value) == (True, 8)
+    assert config("vllm", {}).mixed_chunk.value is True
+
+
+@pytest.mark.parametrize(
+    ("runtime", "args", "expected"),
+    [
+        ("vllm", {"--enable-expert-parallel": True}, True),
+        ("sglang", {"--ep-size": 8}, True),
+        ("sglang", {"--ep-size": 1}, False),
+        ("vllm", {}, None),
+    ],
+)
+def test_expert_parallel(runtime: str, args: dict[str, Any], expected: bool | None) -> None:
+    assert config(runtime, args).expert_parallel.value is expected
+
+
+def test_llamacpp_cpu_moe() -> None:
+    assert config("llamacpp", {"--n-cpu-moe": 20}, hardware="nvidia-rtx-4090").n_cpu_moe.value == 20
+
+
+def test_gpu_count_zero_is_a_cpu_only_run() -> None:
+    run = decode_run({"setup": {"runtime": "llamacpp", "hardware": "cpu-desktop-2ch-ddr5-5600", "gpu_count": 0}})
+    assert run.setup.gpu_count == 0
+    with pytest.raises(InvalidInput, match="at least 0"):
+        decode_run({"setup": {"gpu_count": -1}})
+    with pytest.raises(InvalidInput, match="at least 1"):
+        decode_run({"setup": {"tensor_parallel": 0}})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.rules import ACTIONS, GROUPS, Phase, Rule, Status, get_rules, rule_classes, rules_data_dir
+from advisor.rules import ACTIONS, GROUPS, Phase, Rule, Status, get_rules, limits, rule_classes, rules_data_dir
 from advisor.rules.base import DOC_SECTIONS
 from advisor.rules.config import COMMON_SECTION, LIMITS_SECTION, REFERENCE_PREFIX, ParamSpec, ThresholdSpec
 from advisor.rules.damping import COMMON_SPECS
@@ -102,6 +102,25 @@ def test_a_value_two_rules_share_is_written_once() -> None:
             literal = (key, repr(value))
             assert literal not in seen, f"{section}.{key} repeats {seen[literal]}.{key}: share it in [limits]"
             seen[literal] = section
+
+
+SHARED_SPECS = [
+    getattr(limits, name) for name in limits.__all__ if isinstance(getattr(limits, name), ParamSpec | ThresholdSpec)
+]
+
+
+def test_shared_specs_are_referenced_not_copied() -> None:
+    """A declaration equal to one in :mod:`advisor.rules.limits` (key, direction, unit, doc and
+    bounds) is a copy: the rule references the shared spec instead. Each shared spec is used by at
+    least two rules (one user is not shared)."""
+    users: dict[str, list[str]] = {repr(spec): [] for spec in SHARED_SPECS}
+    for cls in RULES:
+        for spec in cls.thresholds:
+            for shared in SHARED_SPECS:
+                if spec == shared:
+                    assert spec is shared, f"{cls.id} copies {shared!r}: reference advisor.rules.limits instead"
+                    users[repr(shared)].append(cls.id)
+    assert {k: v for k, v in users.items() if len(v) < 2} == {}
 
 
 @pytest.mark.parametrize("cls", RULES, ids=IDS)

@@ -26,7 +26,11 @@ REPO = Path(__file__).resolve().parents[3]
 def root(tmp_path: Path) -> Path:
     """The parts of a checkout the scaffold reads and writes: rule folders, thresholds, cases."""
     for group in GROUPS:
-        shutil.copytree(REPO / "advisor" / "rules" / group, tmp_path / "advisor" / "rules" / group)
+        shutil.copytree(
+            REPO / "advisor" / "rules" / group,
+            tmp_path / "advisor" / "rules" / group,
+            ignore=shutil.ignore_patterns("__pycache__"),  # another process may be writing them
+        )
     shutil.copytree(rules_data_dir(), tmp_path / "rules")
     return tmp_path
 
@@ -47,16 +51,16 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 def test_writes_a_rule_that_the_meta_checks_and_the_harness_accept(root: Path) -> None:
-    new = plan(root, "PRE007", name="prefill.sampling_storm", action="shorten-prompt")
+    new = plan(root, "PRE008", name="prefill.sampling_storm", action="shorten-prompt")
     written = write(new)
     assert written == [
-        root / "advisor/rules/pre/PRE007.py",
+        root / "advisor/rules/pre/PRE008.py",
         root / "rules/thresholds.toml",
-        root / "rules/cases/PRE007.yaml",
+        root / "rules/cases/PRE008.yaml",
     ]
     cls = load_rule(written[0], "pre")
     assert (cls.id, cls.name, cls.action, cls.__name__) == (
-        "PRE007",
+        "PRE008",
         "prefill.sampling_storm",
         "shorten-prompt",
         "SamplingStorm",
@@ -69,22 +73,22 @@ def test_writes_a_rule_that_the_meta_checks_and_the_harness_accept(root: Path) -
     # The thresholds file still loads, with the new (empty) section after the group's last rule.
     toml = written[1].read_text(encoding="utf-8")
     sections = list(tomllib.loads(toml))
-    assert sections.index("PRE007") == sections.index("PRE006") + 1
-    table = load_table({**rule_specs(), "PRE007": cls.thresholds}, defaults=(toml, str(written[1])))
-    assert table.for_section("PRE007").thresholds == {}
-    added = toml[toml.index("[PRE007]") : toml.index("[DEC001]")]
+    assert sections.index("PRE008") == sections.index("PRE007") + 1
+    table = load_table({**rule_specs(), "PRE008": cls.thresholds}, defaults=(toml, str(written[1])))
+    assert table.for_section("PRE008").thresholds == {}
+    added = toml[toml.index("[PRE008]") : toml.index("[DEC001]")]
     assert toml.replace(added, "") == (REPO / "rules/thresholds.toml").read_text(encoding="utf-8")  # nothing else moved
 
     # A firing and a silent case; both are valid runs, and the stub stays silent on each.
     cases = load_cases(written[2])
     assert [c.expect["severity"] for c in cases] == ["moderate", "none"]
     assert cases[0].expect["action"] == "shorten-prompt"
-    rule = cls(RuleConfig("PRE007"), thresholds_table().common)
+    rule = cls(RuleConfig("PRE008"), thresholds_table().common)
     assert all(rule.evaluate(build_case_context(c)) is None for c in cases)
 
 
 def test_the_generated_file_is_lint_clean(root: Path) -> None:
-    written = write(plan(root, "MEAS007"))
+    written = write(plan(root, "MEAS009"))
     ruff = Path(sys.executable).with_name("ruff")
     result = subprocess.run(
         [str(ruff), "check", "--no-cache", "--config", str(REPO / "pyproject.toml"), str(written[0])],
@@ -96,8 +100,8 @@ def test_the_generated_file_is_lint_clean(root: Path) -> None:
 
 
 def test_defaults_follow_the_group(root: Path) -> None:
-    new = plan(root, "MEAS007")
-    assert (new.group, new.name, new.action) == ("meas", "measurement.meas007", "improve-measurement")
+    new = plan(root, "MEAS009")
+    assert (new.group, new.name, new.action) == ("meas", "measurement.meas009", "improve-measurement")
     assert plan(root, "CAP009").action in ACTIONS
 
 
@@ -109,9 +113,9 @@ def test_defaults_follow_the_group(root: Path) -> None:
         ("pre007", {}, "bad rule id"),
         ("PRE0070", {}, "bad rule id"),
         ("XYZ001", {}, "unknown group prefix 'XYZ'"),
-        ("PRE007", {"name": "Prefill.Long"}, "bad rule name"),
-        ("PRE007", {"name": "prefill.long_prompt"}, "rule name 'prefill.long_prompt' is used by"),
-        ("PRE007", {"action": "make-it-fast"}, "unknown action 'make-it-fast'"),
+        ("PRE008", {"name": "Prefill.Long"}, "bad rule name"),
+        ("PRE008", {"name": "prefill.long_prompt"}, "rule name 'prefill.long_prompt' is used by"),
+        ("PRE008", {"action": "make-it-fast"}, "unknown action 'make-it-fast'"),
     ],
 )
 def test_refuses_before_writing_anything(root: Path, rule_id: str, kwargs: dict[str, str], message: str) -> None:
@@ -143,6 +147,6 @@ def test_the_command_line(root: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_a_rule_of_a_group_is_added_after_its_last_rule_even_at_the_end(root: Path) -> None:
-    write(plan(root, "MEAS007"))  # MEAS is the last group in the file
+    write(plan(root, "MEAS009"))  # MEAS is the last group in the file
     sections = list(tomllib.loads((root / "rules/thresholds.toml").read_text(encoding="utf-8")))
-    assert sections[-1] == "MEAS007" and sections[-2] == "MEAS006"
+    assert sections[-1] == "MEAS009" and sections[-2] == "MEAS008"
