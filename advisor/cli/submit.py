@@ -23,7 +23,32 @@ from advisor.client.gate import results_of
 from advisor.client.http import AdvisorClient
 from advisor.client.render import render_json, render_results
 
-__all__ = ["advise_command", "submit_command"]
+__all__ = ["WORKLOAD_OPTIONS", "advise_command", "submit_command", "workload_context"]
+
+#: The workload context a file may lack: option → (context field, help). The server reads the same
+#: fields as ``?concurrency=``, ``X-Advisor-Concurrency`` or a wrapper's context.
+WORKLOAD_OPTIONS: dict[str, tuple[str, str]] = {
+    "--concurrency": ("concurrency", "Streams in flight (the benchmark's max concurrency)."),
+    "--prompt-tokens": ("prompt_tokens", "Mean prompt length in tokens."),
+    "--output-tokens": ("output_tokens", "Mean output length in tokens."),
+    "--request-rate": ("request_rate", "Offered requests per second."),
+}
+
+
+def _workload_options(func: Any) -> Any:
+    for option, (name, text) in reversed(WORKLOAD_OPTIONS.items()):
+        func = click.option(option, name, type=click.FloatRange(min=0.0, min_open=True), default=None, help=text)(func)
+    return func
+
+
+def workload_context(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The workload fields given as options (None dropped); whole numbers travel as integers."""
+    out: dict[str, Any] = {}
+    for name, _ in WORKLOAD_OPTIONS.values():
+        value = params.get(name)
+        if value is not None:
+            out[name] = int(value) if float(value).is_integer() else float(value)
+    return out
 
 
 def _file_entry(path: Path, data: bytes, *, role: str | None = None, format_id: str | None = None) -> dict[str, Any]:
@@ -118,6 +143,7 @@ Ollama, Prometheus, canonical JSON); context the file lacks comes from the optio
 Examples:
   advisor submit result.json -d chat-prod --hardware nvidia-h100-sxm --fail-on severe
   advisor submit bench.json --metrics before.prom --metrics after.prom -o md
+  advisor submit llmperf.json --hardware nvidia-l4 --concurrency 12 --prompt-tokens 512
 """
 
 
@@ -140,6 +166,7 @@ def _submit_like(store: bool) -> click.Command:
         help="A /metrics scrape to combine with each file; give it twice for a before/after pair.",
     )
     @context_options()
+    @_workload_options
     @gate_options
     @output_option()
     @client_options
@@ -148,7 +175,7 @@ def _submit_like(store: bool) -> click.Command:
     def command(
         ctx: click.Context, /, files: tuple[str, ...], format_id: str | None, metrics: tuple[Path, ...], **params: Any
     ) -> None:
-        context = context_from_options(params)
+        context = {**context_from_options(params), **workload_context(params)}
         paths = expand_files(files)
         with make_client(ctx, params["url"], params["token"], params["timeout"], params["retries"]) as client:
             answers = _send_files(client, paths, context, metrics=metrics, format_id=format_id, store=store)

@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.client.render import reason_text
+
 __all__ = ["SEVERITIES", "VERDICTS", "GateResult", "evaluate_gate", "results_of"]
 
 #: Ascending (DESIGN §4); ``none`` never fails a gate.
@@ -56,5 +58,8 @@ def evaluate_gate(
         if fail_on_verdict is not None:
             verdict = str(result.get("verdict"))
             if _rank(verdict, VERDICTS) >= _rank(fail_on_verdict, VERDICTS):
-                reasons.append(f"{label}: verdict {verdict} (--fail-on-verdict {fail_on_verdict})")
+                why = "; ".join(reason_text(r) for r in result.get("verdict_reasons") or [])
+                reasons.append(
+                    f"{label}: verdict {verdict} (--fail-on-verdict {fail_on_verdict})" + (f": {why}" if why else "")
+                )
     return GateResult(bool(reasons), tuple(reasons))

@@ -19,6 +19,7 @@ __all__ = [
     "fmt",
     "md_escape",
     "name_of",
+    "reason_text",
     "render_json",
     "render_results",
     "table",
@@ -206,6 +207,23 @@ def _fix(rec: Mapping[str, Any], runtime: str | None) -> tuple[str, str]:
     return "", ""
 
 
+def reason_text(reason: Any) -> str:
+    """One verdict reason as a line: ``SLO ttft_p99_ms: found 261.7, limit 200`` or ``PRE001 is
+    severe (limit moderate)``; a server's own ``text`` wins, a pre-structured string is kept."""
+    if not isinstance(reason, Mapping):
+        return str(reason)
+    if reason.get("text"):
+        return str(reason["text"])
+    kind, name = reason.get("kind"), reason.get("name")
+    if kind == "slo":
+        return f"SLO {name}: found {fmt(reason.get('found'))}, limit {fmt(reason.get('limit'))}"
+    return f"{name} is {reason.get('found')} (limit {reason.get('limit')})"
+
+
+def _reasons(result: Mapping[str, Any]) -> list[str]:
+    return [reason_text(r) for r in result.get("verdict_reasons") or []]
+
+
 def _text_result(result: Mapping[str, Any], *, base_url: str | None, source: str | None) -> str:
     run = result.get("run") or {}
     runtime = (run.get("setup") or {}).get("runtime")
@@ -214,6 +232,7 @@ def _text_result(result: Mapping[str, Any], *, base_url: str | None, source: str
         lines.append(f"== {source}")
     lines.append(_headline(result, base_url))
     lines.append(f"verdict: {str(result.get('verdict', '?')).upper()}")
+    lines.extend(f"  because {text}" for text in _reasons(result))
     headers, rows = _expectation_table(result)
     if rows:
         lines.append("")
@@ -246,6 +265,9 @@ def _md_result(result: Mapping[str, Any], *, base_url: str | None, source: str |
     if source:
         title += f" — `{md_escape(source)}`"
     lines = [title, "", md_escape(_headline(result, base_url)), ""]
+    reasons = _reasons(result)
+    if reasons:
+        lines += ["Verdict reasons:", "", *(f"- {md_escape(text)}" for text in reasons), ""]
     headers, rows = _expectation_table(result)
     if rows:
         lines += [table(headers, rows, style="md"), ""]
@@ -316,7 +338,8 @@ def _github_result(result: Mapping[str, Any], *, base_url: str | None, source: s
         )
     verdict = str(result.get("verdict", "?"))
     level = {"fail": "error", "warn": "warning"}.get(verdict, "notice")
-    lines.append(annotation(level, _headline(result, base_url), title=f"advisor verdict: {verdict}", file=source))
+    message = "\n".join([_headline(result, base_url), *(f"because {text}" for text in _reasons(result))])
+    lines.append(annotation(level, message, title=f"advisor verdict: {verdict}", file=source))
     return "\n".join(lines)
 
 

@@ -68,7 +68,7 @@ def test_submit_stores_and_resubmission_is_the_same_run(client: Any, canonical_f
     body = json.loads(first.stdout)
     assert body["run"]["deployment"] == "chat-prod"
     assert body["run"]["setup"]["model"] == "llama-3.1-8b"
-    assert body["verdict"] in ("pass", "warn", "fail")
+    assert body["verdict"] == "warn"  # 87 % of the A10G's bandwidth ceiling with 16-bit weights: quantize
     again = run_cli(client, "submit", str(canonical_file), "-o", "json")
     assert json.loads(again.stdout)["run"]["id"] == body["run"]["id"]
     listed = run_cli(client, "runs", "list", "-o", "json")

@@ -506,3 +506,21 @@ def test_a_snapshot_of_an_older_shape_is_rebuilt(client: Any, clean_db: str) -> 
     again = client.get("/api/v1/reports/weekly", params={"week": str(WEEK)})
     assert again.status_code == 200 and again.json()["previous_week"] == "2026-W47"
     assert client.get("/api/v1/reports").json()[0]["bytes"] > 100  # stored again, whole
+
+
+def test_bulk_loaded_runs_count_with_their_recommendations(client: Any, clean_db: str) -> None:
+    """Every stored run has its recommendations: runs the background has not analysed yet are
+    analysed before the week is built."""
+    rng = random.Random(7)
+    spec = {"setup": _A10G, "noise": 0.05}
+    docs = [_run("bulk-fleet", spec, WEEK.start + timedelta(hours=3 * i), rng) for i in range(10)]
+    for doc in docs:  # a long shared system prompt, prefix caching off: a finding on every run
+        doc["workload"].update(prompt_tokens_mean=3000, shared_prefix_tokens=2500)
+        doc["setup"]["engine_args"]["enable_prefix_caching"] = False
+        doc["metrics"]["ttft_ms"] = {"p50": 900.0, "p99": 1200.0}
+    loaded = client.post("/api/v1/runs/bulk", content="\n".join(json.dumps(d) for d in docs).encode())
+    assert loaded.status_code == 200 and loaded.json()["created"] == 10, loaded.text
+    report = client.get("/api/v1/reports/weekly", params={"week": str(WEEK), "refresh": "true"}).json()
+    assert report["data_quality"]["runs_not_analysed"] == 0
+    concerned = {d for rec in report["top_recommendations"] for d in rec["deployments"]}
+    assert "bulk-fleet" in concerned

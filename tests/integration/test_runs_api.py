@@ -72,8 +72,10 @@ def test_canonical_run_is_stored_analysed_and_idempotent(client: Any, clean_db: 
     assert run["deployment"] == "chat-prod"
     assert run["setup"]["hardware"] == "nvidia-a10g"
     assert run["setup"]["model"] == "llama-3.1-8b"
-    assert body["verdict"] in ("pass", "warn", "fail")
-    # 32.8 tok/s against a 37.5 tok/s bandwidth ceiling: physics says decode is bandwidth-bound
+    # 32.8 tok/s against a 37.5 tok/s bandwidth ceiling with 16-bit weights: quantizing is the lever
+    assert body["verdict"] == "warn"
+    assert body["recommendations"][0]["action"] == "quantize-weights"
+    # physics says decode is bandwidth-bound
     assert body["expectations"]["physics"]["decode_bound"] == "bandwidth"
     assert 0.8 < run["efficiency"]["decode_bandwidth_utilisation"] < 0.95
 

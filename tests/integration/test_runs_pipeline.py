@@ -27,7 +27,9 @@ def test_advise_and_submit_answer_the_same_shapes(client: Any) -> None:
     stored = _post(client, QUEUED)
     assert stored.status_code == 201, stored.text
     body = stored.json()
-    assert set(advice) == set(body) == {"run", "verdict", "recommendations", "expectations"}
+    shape = {"run", "verdict", "recommendations", "expectations", "verdict_reasons", "analysis", "stored_before"}
+    assert set(advice) == set(body) == shape
+    assert advice["verdict_reasons"] == body["verdict_reasons"]
     assert set(advice["run"]) == set(body["run"])
     assert advice["run"]["id"] is None and isinstance(body["run"]["id"], int)
     assert advice["run"]["content_hash"] == body["run"]["content_hash"]
@@ -68,7 +70,8 @@ def test_bulk_runs_are_analysed_in_the_background(client: Any) -> None:
             break
         time.sleep(0.2)
     assert len(items) == 25
-    assert all(item["verdict"] in ("pass", "warn", "fail") for item in items)
+    # each is the canonical run near the A10G's ceiling with 16-bit weights: a warning to quantize
+    assert [item["verdict"] for item in items] == ["warn"] * 25
     assert all(item["efficiency"]["decode_bandwidth_utilisation"] is not None for item in items)
 
 

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.db.models import METRIC_COLUMNS, Deployment, Recommendation, Report, Run
+from advisor.domain.runs.pipeline import RunPipeline
 from advisor.reports.context import (
     SETUP_FIELDS,
     TRACKED_METRICS,
@@ -157,6 +158,9 @@ class ReportService:
                     return msgspec.json.decode(stored.content, type=WeeklyReport)
                 except msgspec.ValidationError:
                     pass  # stored by a version whose report had another shape: rebuild it below
+        # Every stored run has its recommendations: bulk-loaded runs of these two weeks that the
+        # background has not reached yet are analysed first.
+        await RunPipeline(self.session).analyse_pending(since=week.previous().start, until=week.end)
         report = build_weekly(await self.aggregates(week, progress=progress))
         if progress:
             progress("building the report")

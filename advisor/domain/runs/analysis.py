@@ -17,7 +17,10 @@ from advisor.rules.context import BaselinePoint, ExpectationsFn, build_context
 from advisor.rules.engine import Recommendation as RankedFinding
 from advisor.rules.engine import advise
 
-__all__ = ["RunAnalysis", "analyse_run"]
+__all__ = ["RunAnalysis", "analyse_run", "answer_fields"]
+
+#: Keys of the stored analysis the answer carries at its top level rather than under ``analysis``.
+_TOP_LEVEL = ("verdict", "expectations", "verdict_reasons")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,7 @@ def analyse_run(
         baseline_runs=baseline,
         expectations_fn=expectations_fn,
         resolved=resolved.specs,
+        sweep=resolved.sweep,
     )
     advice = advise(ctx)
     roofline = ctx.roofline
@@ -87,8 +91,31 @@ def analyse_run(
         expectations=expectations,
         efficiency=efficiency,
         details={
-            "verdict_reasons": list(advice.verdict_reasons),
+            "verdict_reasons": [r.to_dict() for r in advice.verdict_reasons],
             "slo": [s.to_dict() for s in advice.slo],
             "missing": [m.to_dict() for m in advice.missing],
+            "ttft_breakdown": ctx.ttft.to_dict() if ctx.ttft is not None else None,
+            "notes": list(ctx.notes),
+            **({"sweep": ctx.sweep.to_dict()} if ctx.sweep is not None else {}),
         },
     )
+
+
+def _reason(item: Any) -> dict[str, Any]:
+    """A stored verdict reason; runs analysed before reasons were structured kept a sentence."""
+    if isinstance(item, dict):
+        return item
+    text = str(item)
+    words = text.partition(":")[0].split()
+    if text.startswith("SLO ") and len(words) > 1:
+        return {"kind": "slo", "name": words[1], "limit": None, "found": None, "text": text}
+    return {"kind": "finding", "name": words[0] if words else "", "limit": None, "found": None, "text": text}
+
+
+def answer_fields(stored: dict[str, Any]) -> dict[str, Any]:
+    """``verdict_reasons`` and ``analysis`` of a run's answer (:class:`RunResult`), from what the
+    run row keeps (:meth:`RunAnalysis.stored`)."""
+    return {
+        "verdict_reasons": [_reason(r) for r in stored.get("verdict_reasons") or []],
+        "analysis": {k: v for k, v in stored.items() if k not in _TOP_LEVEL},
+    }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
@@ -53,7 +54,8 @@ def _answer(results: list[RunResult], status: int) -> Response[Any]:
 def _stored(outcomes: list[Outcome]) -> Response[Any]:
     """201 when this submission stored a run, 200 when every run was stored before."""
     created = any(o.created for o in outcomes)
-    return _answer([o.result for o in outcomes], HTTP_201_CREATED if created else HTTP_200_OK)
+    results = [msgspec.structs.replace(o.result, stored_before=not o.created) for o in outcomes]
+    return _answer(results, HTTP_201_CREATED if created else HTTP_200_OK)
 
 
 FormatParam = Annotated[

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,7 +40,7 @@ from advisor.domain.catalog.services import CatalogService
 from advisor.domain.deployments.services import DeploymentService, slo_dict, validate_deployment_name
 from advisor.domain.models.provider import expectations_fn_for
 from advisor.domain.recommendations import RecommendationOut, RecommendationService, recommendation_out
-from advisor.domain.runs.analysis import RunAnalysis, analyse_run
+from advisor.domain.runs.analysis import RunAnalysis, analyse_run, answer_fields
 from advisor.domain.runs.baselines import CELL_ROWS, BaselineCache, cell_key
 from advisor.domain.runs.baselines import invalidate as invalidate_baselines
 from advisor.domain.runs.resolution import ResolvedRun, resolve_submission
@@ -67,6 +68,7 @@ from advisor.domain.runs.submission import SubmissionRequest, split_bulk
 from advisor.errors import AdvisorError, Conflict, InvalidInput, MalformedInput, NotFound
 from advisor.ingest.submission import ParsedSubmission
 from advisor.rules.context import BaselinePoint, ExpectationsFn
+from advisor.server import metrics
 
 __all__ = ["Outcome", "RunPipeline", "drain_background", "submit"]
 
@@ -120,6 +122,37 @@ def _committer(engine: AsyncEngine) -> GroupCommitter[Submission, list[Outcome]]
 # asyncio holds tasks weakly; cancelled and awaited at shutdown.
 _BACKGROUND: set[asyncio.Task[Any]] = set()
 _PENDING_ANALYSIS: dict[object, asyncio.Task[Any]] = {}
+
+
+@dataclass
+class _Foreground:
+    """The bulk requests this event loop is serving. The background analysis of earlier bulk loads
+    waits between its batches while there are any: a client's load is answered first, and the
+    analysis (which reads catch up on anyway) follows when the worker is free."""
+
+    bulks: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @classmethod
+    def here(cls) -> _Foreground:
+        loop = asyncio.get_running_loop()
+        state = _FOREGROUND.get(loop)
+        if state is None:
+            state = _FOREGROUND[loop] = cls()
+            state.idle.set()
+        return state
+
+    def enter(self) -> None:
+        self.bulks += 1
+        self.idle.clear()
+
+    def leave(self) -> None:
+        self.bulks -= 1
+        if self.bulks == 0:
+            self.idle.set()
+
+
+_FOREGROUND: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Foreground] = weakref.WeakKeyDictionary()
 
 
 def _keep(task: asyncio.Task[Any]) -> None:
@@ -356,10 +389,13 @@ class RunPipeline:
                 await self.session.rollback()
                 raise
             await self.session.commit()
-        for _, item in fresh:
+        for j, item in fresh:
             deployment_id = written[item.hash][2]
             if deployment_id is not None:
                 BaselineCache.written(cell_key(self._database, deployment_id, _cell_values(item)), item.run)
+            analysis = analyses[item.hash]
+            metrics.record_ingested(jobs[j].parsed.format_id, item.run.setup.runtime)
+            metrics.record_analysis(analysis.verdict, [(r.action, r.severity.label) for r in analysis.recommendations])
 
         for j, job in enumerate(jobs):
             if outcomes[j] is None:
@@ -427,17 +463,29 @@ class RunPipeline:
                 verdict=analysis.verdict,
                 recommendations=[recommendation_out(rec, rec_id=i) for i, rec in zip(rec_ids, recs, strict=True)],
                 expectations=analysis.expectations,
+                **answer_fields(analysis.stored()),
             )
             out[item.hash] = (j, result, values["deployment_id"])
         return out
 
     async def existing_outcomes(self, job: Submission) -> list[Outcome]:
-        """The stored runs of a submission that a concurrent identical one has just written."""
+        """The stored runs of a submission that a concurrent identical one has just written.
+
+        Never an acknowledgement without the runs: when a concurrent submission took this one's
+        Idempotency-Key with a different body, this one is a :class:`Conflict`; when the runs are
+        not all stored, the race is reported rather than answered with fewer runs.
+        """
         found = await self.runs.by_hashes([r.hash for r in job.resolved])
-        if job.idempotency_key and len(found) < len(job.resolved):
+        if job.idempotency_key:
             keyed = await self.runs.by_idempotency_keys(_keys(job.idempotency_key, len(job.resolved)))
+            if keyed and sorted(row.content_hash for row in keyed) != sorted(r.hash for r in job.resolved):
+                raise Conflict(
+                    "this Idempotency-Key was used for a different submission", field="header.idempotency-key"
+                )
             found.update({row.content_hash: row for row in keyed})
-        return [await self._outcome_of(found[r.hash]) for r in job.resolved if r.hash in found]
+        if any(r.hash not in found for r in job.resolved):
+            raise Conflict("a concurrent submission conflicted with this one; send it again", field="body")
+        return [await self._outcome_of(found[r.hash]) for r in job.resolved]
 
     async def _outcome_of(self, row: Run) -> Outcome:
         return Outcome(await self.result_of(row), False)
@@ -450,6 +498,7 @@ class RunPipeline:
             verdict=row.verdict,
             recommendations=await RecommendationService(self.session).for_run(row.id),
             expectations=analysis.get("expectations", {}),
+            **answer_fields(analysis),
         )
 
     # ------------------------------------------------------------------ advise
@@ -471,6 +520,7 @@ class RunPipeline:
                         recommendation_out(rec, rank=rank) for rank, rec in enumerate(analysis.recommendations, 1)
                     ],
                     expectations=analysis.expectations,
+                    **answer_fields(analysis.stored()),
                 )
             )
         return results
@@ -478,6 +528,15 @@ class RunPipeline:
     # ------------------------------------------------------------------ bulk
 
     async def bulk(self, request: SubmissionRequest, *, max_runs: int) -> BulkResult:
+        """Store many runs in one transaction, all or nothing (see :meth:`_bulk`)."""
+        foreground = _Foreground.here()
+        foreground.enter()
+        try:
+            return await self._bulk(request, max_runs=max_runs)
+        finally:
+            foreground.leave()
+
+    async def _bulk(self, request: SubmissionRequest, *, max_runs: int) -> BulkResult:
         """Store many runs in one transaction, all or nothing. Their analysis follows in the
         background (and on first read), in order of measurement, so each sees its baseline.
 
@@ -532,6 +591,8 @@ class RunPipeline:
                 raise
             await self.session.commit()
         invalidate_baselines()  # the new runs bypassed the baseline cache
+        for values in plan.runs:
+            metrics.record_ingested("bulk", values["runtime"])
         if written.run_ids:
             self.schedule_pending_analysis()
         return BulkResult(
@@ -566,21 +627,28 @@ class RunPipeline:
         async with writer_lock(self.session):
             written = await on_connection(self.session, functools.partial(write_plan, plan=plan))
             await self.session.commit()
+        for update, stored in zip(plan.updates, written.updated, strict=True):
+            if stored:
+                recommendations = [(r["action"], r["severity"]) for r in update.recommendations]
+                metrics.record_analysis(str(update.values["verdict"]), recommendations)
         for row in rows:  # their columns changed behind the ORM's back
             self.session.expire(row)
         return sum(written.updated)
 
-    async def analyse_pending(self, *, batch: int = 200) -> int:
-        """Analyse every stored run still without an analysis (bulk loads), oldest first."""
+    async def analyse_pending(
+        self, *, batch: int = 200, since: datetime | None = None, until: datetime | None = None
+    ) -> int:
+        """Analyse every stored run still without an analysis (bulk loads), oldest first; only those
+        measured in ``[since, until)`` when given (a report's week)."""
         done = 0
+        pending = select(Run).where(Run.verdict.is_(None))
+        if since is not None:
+            pending = pending.where(Run.measured_at >= since)
+        if until is not None:
+            pending = pending.where(Run.measured_at < until)
         while True:
-            rows = list(
-                (
-                    await self.session.execute(
-                        select(Run).where(Run.verdict.is_(None)).order_by(Run.measured_at, Run.id).limit(batch)
-                    )
-                ).scalars()
-            )
+            await _Foreground.here().idle.wait()
+            rows = list((await self.session.execute(pending.order_by(Run.measured_at, Run.id).limit(batch))).scalars())
             if not rows:
                 return done
             done += await self.analyse_rows(rows)

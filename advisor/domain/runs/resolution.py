@@ -9,6 +9,7 @@ again, and the content hash that makes ingestion idempotent.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from advisor.catalog import Catalog, ResolvedSetup
 from advisor.errors import Conflict, InvalidInput, UnknownName
 from advisor.ingest.submission import ParsedSubmission, SubmissionContext
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec
+from advisor.rules.context import SweepCapacity, sweep_capacity
 
 __all__ = ["ResolvedRun", "content_hash", "resolve_run", "resolve_submission"]
 
@@ -37,6 +39,8 @@ class ResolvedRun:
     model_id: str | None
     quantization_id: str | None
     index: int = 0  # its position in the submitted file
+    #: The knee of the sweep the file holds (several rates or concurrencies); None for one run.
+    sweep: SweepCapacity | None = None
 
 
 def _catalog_id(spec: HardwareSpec | ModelSpec | QuantSpec | None, value: Any) -> str | None:
@@ -54,6 +58,9 @@ def resolve_submission(parsed: ParsedSubmission, catalog: Catalog) -> list[Resol
             if len(parsed.runs) > 1:
                 exc.field = f"runs[{index}].{exc.field}" if exc.field else f"runs[{index}]"
             raise
+    sweep = sweep_capacity([r.run for r in resolved]) if len(resolved) > 1 else None
+    if sweep is not None:
+        resolved = [dataclasses.replace(r, sweep=sweep) for r in resolved]
     return resolved
 
 
@@ -64,6 +71,15 @@ def _same(a: Any, b: Any) -> bool:
 
 
 _SCALAR_CONTEXT = ("runtime", "runtime_version", "gpu_count", "tensor_parallel", "kv_cache_dtype", "max_model_len")
+#: Context field → the workload field it fills. A file's means are measured floats (1023.7 prompt
+#: tokens), so a context value within this relative tolerance agrees with the file.
+_WORKLOAD_CONTEXT = (
+    ("concurrency", "concurrency"),
+    ("prompt_tokens", "prompt_tokens_mean"),
+    ("output_tokens", "output_tokens_mean"),
+    ("request_rate", "request_rate"),
+)
+_WORKLOAD_TOLERANCE = 0.02
 
 
 def resolve_run(
@@ -89,6 +105,20 @@ def resolve_run(
                 field=f"setup.{name}",
             )
         setattr(setup, name, ctx_value)
+    for name, workload_field in _WORKLOAD_CONTEXT:
+        ctx_number = getattr(context, name)
+        if ctx_number is None:
+            continue
+        file_number = getattr(run.workload, workload_field)
+        if file_number is not None and abs(file_number - ctx_number) > _WORKLOAD_TOLERANCE * max(
+            abs(file_number), abs(ctx_number)
+        ):
+            raise Conflict(
+                f"the file says {workload_field} {file_number:g} but the context says {name} {ctx_number:g}",
+                field=f"workload.{workload_field}",
+            )
+        if file_number is None:
+            setattr(run.workload, workload_field, float(ctx_number))
     if context.engine_args:
         setup.engine_args = {**setup.engine_args, **context.engine_args}
     if context.labels:

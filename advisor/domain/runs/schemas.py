@@ -40,6 +40,13 @@ class RunResult(msgspec.Struct, kw_only=True):
     verdict: str | None
     recommendations: list[RecommendationOut]
     expectations: dict[str, Any]
+    #: Why the verdict is what it is: ``{kind: "slo"|"finding", name, limit, found, text}`` each.
+    verdict_reasons: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: The rest of the stored analysis: ``ttft_breakdown``, the SLO checks, the missing fields and
+    #: what was derived from the file (``notes``).
+    analysis: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: True when this submission found the run already stored (a resubmission: HTTP 200, not 201).
+    stored_before: bool = False
 
 
 class RunPage(msgspec.Struct, kw_only=True):

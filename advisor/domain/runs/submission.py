@@ -8,6 +8,7 @@ wrapper's own context).
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,38 @@ from advisor.ingest.submission import (
 if TYPE_CHECKING:
     from litestar import Request
 
-__all__ = ["SubmissionRequest", "context_layers", "split_bulk"]
+__all__ = ["QUERY_PARAMS", "SubmissionRequest", "context_layers", "near_match", "split_bulk", "unknown_names"]
+
+#: Query parameters the submission routes read besides the context fields: the repeatable ``k=v``
+#: ones and the route's own ``format``.
+_PAIR_PARAMS = ("engine_arg", "label", "slo")
+QUERY_PARAMS: tuple[str, ...] = (*CONTEXT_FIELDS, *_PAIR_PARAMS, "format")
+#: ``X-Advisor-*`` headers: the context fields (dashed), the ``k=v`` ones and the file name.
+HEADER_FIELDS: tuple[str, ...] = (
+    *(f.replace("_", "-") for f in CONTEXT_FIELDS),
+    "engine-args",
+    "labels",
+    "slo",
+    "file-name",
+)
+#: Short spellings people type for a field; difflib alone does not reach them (``hw`` is 40 %
+#: like ``hardware``).
+_ALIASES: dict[str, str] = {
+    "hw": "hardware",
+    "gpu": "hardware",
+    "device": "hardware",
+    "quant": "quantization",
+    "dtype": "quantization",
+    "tp": "tensor_parallel",
+    "engine": "runtime",
+    "c": "concurrency",
+    "rate": "request_rate",
+    "qps": "request_rate",
+    "rps": "request_rate",
+    "input_tokens": "prompt_tokens",
+    "isl": "prompt_tokens",
+    "osl": "output_tokens",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +120,67 @@ def _pairs(values: Sequence[str], field: str, *, typed: bool) -> dict[str, Any]:
     return out
 
 
+def near_match(name: str, known: Sequence[str]) -> str | None:
+    """The known name ``name`` most likely meant: an alias, a close spelling (difflib), or a name
+    that holds its letters in order (``hw`` → ``hardware``)."""
+    sep = "-" if any("-" in k for k in known) else "_"
+    key = name.strip().lower().replace("-", "_").replace(" ", "_")
+    alias = _ALIASES.get(key)
+    if alias is not None and alias.replace("_", sep) in known:
+        return alias.replace("_", sep)
+    close = difflib.get_close_matches(key.replace("_", sep), known, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    for candidate in known:
+        it = iter(candidate.replace(sep, ""))
+        if key[:1] == candidate[:1] and all(ch in it for ch in key.replace("_", "")):
+            return candidate
+    return None
+
+
+def unknown_names(query: Mapping[str, Sequence[str]], headers: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """Query parameters and ``X-Advisor-*`` headers the submission routes do not read, each with
+    the field it most likely meant: ``[("query.hw", "hardware")]``."""
+    out: list[tuple[str, str | None]] = []
+    for name in query:
+        if name not in QUERY_PARAMS:
+            out.append((f"query.{name}", near_match(name, QUERY_PARAMS)))
+    for header in headers:
+        lowered = header.lower()
+        if lowered.startswith("x-advisor-") and lowered.removeprefix("x-advisor-") not in HEADER_FIELDS:
+            suffix = lowered.removeprefix("x-advisor-")
+            hit = near_match(suffix, HEADER_FIELDS)
+            out.append((f"header.{header}", f"X-Advisor-{hit.title()}" if hit else None))
+    return out
+
+
+def _reject_unknown(query: Mapping[str, Sequence[str]], headers: Mapping[str, str]) -> None:
+    unknown = unknown_names(query, headers)
+    if not unknown:
+        return
+    field, hint = unknown[0]
+    where, _, name = field.partition(".")
+    kind = "query parameter" if where == "query" else "header"
+    suggestion = f"; did you mean {hint!r}?" if hint else ""
+    known = ", ".join(QUERY_PARAMS if where == "query" else (f"X-Advisor-{h.title()}" for h in HEADER_FIELDS))
+    raise InvalidInput(
+        f"unknown {kind} {name!r}{suggestion} (known: {known})",
+        field=field,
+        unknown=[f for f, _ in unknown],
+        suggestions={f: h for f, h in unknown if h},
+    )
+
+
 def context_layers(
     query: Mapping[str, Sequence[str]], headers: Mapping[str, str]
 ) -> tuple[SubmissionContext, SubmissionContext]:
-    """The context of ``X-Advisor-*`` headers and of the query string, in that (precedence) order."""
+    """The context of ``X-Advisor-*`` headers and of the query string, in that (precedence) order.
+
+    An unknown query parameter or ``X-Advisor-*`` header is a 422 that names it and the field it
+    most likely meant (``hw`` → ``hardware``): a silently ignored ``?concurency=12`` would leave the
+    analysis without the context the caller thinks they gave.
+    """
+    _reject_unknown(query, headers)
     from_query: dict[str, Any] = {}
     for name in CONTEXT_FIELDS:
         values = query.get(name)

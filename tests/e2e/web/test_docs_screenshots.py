@@ -70,6 +70,7 @@ def test_every_page_in_the_browser(server: Server, page: Any) -> None:
         ("new-run", "/runs/new", "form.run-form"),
         ("rules", "/rules", "table[data-table=rules]"),
         ("rule", "/rules/REG003", "h1"),
+        ("report", "/reports/2026-W46", "#weekly-report"),  # the week of the regression
     ]
     for name, path, selector in visits:
         page.goto(server.url + path)
