@@ -9,10 +9,9 @@ from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody
 from litestar.status_codes import HTTP_202_ACCEPTED
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from advisor.domain.models.schemas import ActiveModelOut, FitIn, JobOut, ModelVersionOut
-from advisor.domain.models.services import FittedModelService, JobService, run_fit_job, start_fit
+from advisor.domain.models.services import FittedModelService, JobService, run_fit_job
 
 
 class ModelController(Controller):
@@ -45,9 +44,9 @@ class ModelController(Controller):
         opt={"role": "admin"},
     )
     async def fit(
-        self, request: Request[Any, Any, Any], db_session: NamedDependency[AsyncSession], data: JSONBody[FitIn]
+        self, request: Request[Any, Any, Any], jobs: NamedDependency[JobService], data: JSONBody[FitIn]
     ) -> Response[JobOut]:
-        job = await start_fit(db_session, data, trigger="api")
+        job = await jobs.start_fit(data, trigger="api")
         config: SQLAlchemyAsyncConfig = request.app.state.sqlalchemy_config
         return Response(
             JobService.to_out(job),

@@ -93,6 +93,10 @@ class JobService(SQLAlchemyAsyncRepositoryService[Job]):
 
     repository_type = Repo
 
+    async def start_fit(self, params: FitIn, *, trigger: str) -> Job:
+        """Queue a fit (one at a time: :func:`start_fit`)."""
+        return await start_fit(self.repository.session, params, trigger=trigger)
+
     async def get_job(self, job_id: int) -> Job:
         job = await self.get_one_or_none(Job.id == job_id)
         if job is None:
