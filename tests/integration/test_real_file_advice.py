@@ -158,3 +158,26 @@ def test_a_gguf_named_f16_with_mxfp4_experts_is_judged_at_its_measured_bits(clie
         assert "MEAS006" not in {r["rule_id"] for r in result["recommendations"]}
         assert result["analysis"]["notes"][0].startswith("bits per weight derived: 5.27 from the file's model_size")
         assert not {r["action"] for r in result["recommendations"]} & WORKLOAD_ACTIONS
+
+
+def test_a_vllm_scrape_queued_at_the_sequence_cap_is_told_to_raise_it(client: Any) -> None:
+    """vLLM 0.25.1 /metrics: 64 running, 64 waiting for capacity, the KV cache 11 % full. The cap
+    binds, not memory: raise --max-num-seqs to 128. The scrape names no hardware or catalogued
+    model, so the missing-context finding (moderate, confidence 1) ranks first; the advice that
+    changes the setup is the cap, and nothing speaks of memory."""
+    path = FIXTURES / "prometheus" / "vllm-0.25.1-cpu-opt125m-loaded-metrics.txt"
+    response = client.post("/api/v1/advise", content=path.read_bytes())
+    assert response.status_code == 200, response.text
+    first = response.json()["runs"][0] if "runs" in response.json() else response.json()
+    recs = first["recommendations"]
+    assert [(r["rule_id"], r["severity"], r["action"]) for r in recs] == [
+        ("MEAS004", "moderate", "improve-measurement"),
+        ("CFG001", "moderate", "tune-runtime-parallelism"),
+    ], [(r["rule_id"], r["severity"], r["title"]) for r in recs]
+    cap = recs[1]
+    assert cap["title"] == (
+        "64 requests run at the sequence cap (max_num_seqs 64, read from the running count) while 64 wait "
+        "and the KV cache is 11% full: the cap binds, not memory"
+    )
+    assert "--max-num-seqs 128" in str(cap["fix"])
+    assert first["verdict"] == "warn", first["verdict_reasons"]
