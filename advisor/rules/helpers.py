@@ -18,6 +18,7 @@ __all__ = [
     "PREFILL_DOMINANT_SHARE",
     "QUEUE_DOMINANT_SHARE",
     "DecodeAtCeiling",
+    "compute_is_estimated",
     "decode_at_ceiling",
     "decode_efficiency",
     "describe_setup",
@@ -249,3 +250,15 @@ def describe_setup(ctx: RunContext) -> str:
 def hw_label(hw: HardwareSpec) -> str:
     """``"AMD Instinct MI210 (64GB HBM2e; PCIe)"``: the catalog name with its vendor."""
     return hw.name if hw.name.lower().startswith(hw.vendor.lower()) else f"{hw.vendor} {hw.name}"
+
+
+def compute_is_estimated(ctx: RunContext) -> bool:
+    """Whether the device's compute figure is an estimate rather than a published rate: derived by
+    the physics (``Roofline.prefill_tflops_estimated``) or marked ``estimated`` in the catalog's
+    ``hardware_compute.csv`` (the DGX Spark's BF16 rate, halved down from a sparse FP4 figure)."""
+    if ctx.roofline is not None and ctx.roofline.prefill_tflops_estimated:
+        return True
+    if ctx.hardware is None or ctx.catalog is None:
+        return False
+    compute = ctx.catalog.extra("hardware", ctx.hardware.id).get("compute")
+    return isinstance(compute, dict) and compute.get("estimated") is True

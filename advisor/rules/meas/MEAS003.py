@@ -3,9 +3,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from advisor.rules.base import Evidence, Finding, Rule
+from advisor.rules.budget import ESTIMATE_BAND
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt
+from advisor.rules.helpers import compute_is_estimated, fmt
 from advisor.rules.severity import Severity, damp
 
 
@@ -18,6 +19,10 @@ class UnrealisticPrefixCacheHits(Rule):
     prompt was not computed: it came from the prefix cache, because the benchmark sends the same
     prompt (or a long identical prefix) again and again. Production traffic with distinct prompts
     will see a far higher TTFT than the run reports.
+
+    When the device's compute is only an estimate (no published dense rate, or one marked
+    ``estimated`` in the catalog, such as the DGX Spark's), the floor is a band, not a point: the
+    TTFT is judged against the floor at the band's fast end (the estimate × ``ESTIMATE_BAND``).
 
     The opposite, a benchmark of random prompts that never hits the cache, is noted at ``low``
     when nobody stated that production prompts share nothing.
@@ -72,20 +77,23 @@ class UnrealisticPrefixCacheHits(Rule):
         severity = Severity.NONE
         evidence: list[Evidence] = []
         floor = ctx.roofline.ttft_floor_ms if ctx.roofline is not None else None
+        # An estimated compute figure may be off by ESTIMATE_BAND either way: a TTFT is only
+        # "faster than physics" below the floor at the band's fast end.
+        estimated = compute_is_estimated(ctx)
+        if floor and estimated:
+            floor /= ESTIMATE_BAND
         ttft = m.ttft_ms.p50
         if floor and ttft and explained < 0.5 and m.cached_prompt_tokens_mean is None:
             ratio = ttft / floor
             level = self.t("ttft_over_floor").severity_of(ratio)
             if level:
                 severity = level
-                evidence.append(
-                    Evidence(
-                        "ttft_ms.p50",
-                        ttft,
-                        f">= {fmt(floor)} (physics floor for {fmt(prompt)} tokens)",
-                        "physics",
-                    )
+                where = (
+                    f"physics floor for {fmt(prompt)} tokens at {ESTIMATE_BAND:g}× the device's estimated compute"
+                    if estimated
+                    else f"physics floor for {fmt(prompt)} tokens"
                 )
+                evidence.append(Evidence("ttft_ms.p50", ttft, f">= {fmt(floor)} ({where})", "physics"))
         hit = m.prefix_cache_hit_rate
         if hit is not None:
             level = self.t("hit_rate").severity_of(hit - explained)
