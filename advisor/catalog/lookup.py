@@ -478,11 +478,21 @@ class Catalog:
 
     # ------------------------------------------------------------------ resolution
 
-    def _memoised(self, kind: str, value: Any, field_prefix: str, resolve: Callable[[Any, str], Any]) -> Any:
-        """``resolve(value, field_prefix)``, remembered per name. Inline spec objects are built anew
-        each time (they are cheap and not hashable); the error's field is always the caller's."""
-        if not isinstance(value, str):
-            return resolve(value, field_prefix)
+    def _memoised(
+        self,
+        kind: str,
+        value: Any,
+        field_prefix: str,
+        from_spec: Callable[[Mapping[str, Any], str], Any],
+        by_name: Callable[[str, str], Any],
+    ) -> Any:
+        """An inline spec object through ``from_spec`` (built anew each time: cheap, not hashable),
+        a name through ``by_name``, remembered per name; the error's field is always the caller's."""
+        if isinstance(value, Mapping):
+            return from_spec(value, field_prefix)
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidInput(f"must be a {kind} id, name or spec object", field=field_prefix)
+        resolve = by_name
         key = (kind, value)
         known = self._memo.get(key)
         if known is None:
@@ -535,14 +545,16 @@ class Catalog:
     def resolve_hardware(self, value: str | Mapping[str, Any], *, field_prefix: str = "hardware") -> HardwareSpec:
         """A device from an id, an alias (nvidia-smi, vendor or llama-bench name) or an inline
         spec object. Unknown or ambiguous names raise :class:`UnknownName` with suggestions."""
-        found: HardwareSpec = self._memoised("hardware", value, field_prefix, self._resolve_hardware)
+        found: HardwareSpec = self._memoised(
+            "hardware",
+            value,
+            field_prefix,
+            lambda spec, prefix: hardware_from_dict(spec, field_prefix=prefix),
+            self._resolve_hardware,
+        )
         return found
 
-    def _resolve_hardware(self, value: str | Mapping[str, Any], field_prefix: str) -> HardwareSpec:
-        if isinstance(value, Mapping):
-            return hardware_from_dict(value, field_prefix=field_prefix)
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidInput("must be a hardware id, name or spec object", field=field_prefix)
+    def _resolve_hardware(self, value: str, field_prefix: str) -> HardwareSpec:
         text = value.strip()
         if text in self._hardware:
             return self._hardware[text]
@@ -615,14 +627,16 @@ class Catalog:
     def resolve_quantization(self, value: str | Mapping[str, Any], *, field_prefix: str = "quantization") -> QuantSpec:
         """A weight format from an id, a spelling (``bf16``, ``FP8-dynamic``, ``Q4_K_M``, ``awq``,
         llama-bench's ``Q4_K - Medium``, ...) or ``{"bits_per_weight": ...}``."""
-        found: QuantSpec = self._memoised("quantization", value, field_prefix, self._resolve_quantization)
+        found: QuantSpec = self._memoised(
+            "quantization",
+            value,
+            field_prefix,
+            lambda spec, prefix: quant_from_dict(spec, field_prefix=prefix),
+            self._resolve_quantization,
+        )
         return found
 
-    def _resolve_quantization(self, value: str | Mapping[str, Any], field_prefix: str) -> QuantSpec:
-        if isinstance(value, Mapping):
-            return quant_from_dict(value, field_prefix=field_prefix)
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidInput("must be a quantization id, name or spec object", field=field_prefix)
+    def _resolve_quantization(self, value: str, field_prefix: str) -> QuantSpec:
         found = self._quant_lookup(value)
         if found is not None:
             return found
@@ -661,16 +675,17 @@ class Catalog:
         ``qwen2.5:7b-instruct-q8_0``), llama-bench ``model_type`` strings (``llama 8B Q4_K -
         Medium``), inline spec objects and Hugging Face ``config.json`` bodies.
         """
-        found: tuple[ModelSpec, QuantSpec | None] = self._memoised("model", value, field_prefix, self._resolve_model)
+        found: tuple[ModelSpec, QuantSpec | None] = self._memoised(
+            "model", value, field_prefix, self._model_from_spec, self._resolve_model
+        )
         return found
 
-    def _resolve_model(self, value: str | Mapping[str, Any], field_prefix: str) -> tuple[ModelSpec, QuantSpec | None]:
-        if isinstance(value, Mapping):
-            spec = model_from_dict(value, field_prefix=field_prefix)
-            implied = self._quant_from_hf_config(value) if is_hf_config(value) else None
-            return spec, implied
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidInput("must be a model id, name or spec object", field=field_prefix)
+    def _model_from_spec(self, value: Mapping[str, Any], field_prefix: str) -> tuple[ModelSpec, QuantSpec | None]:
+        spec = model_from_dict(value, field_prefix=field_prefix)
+        implied = self._quant_from_hf_config(value) if is_hf_config(value) else None
+        return spec, implied
+
+    def _resolve_model(self, value: str, field_prefix: str) -> tuple[ModelSpec, QuantSpec | None]:
         text = value.strip()
         if text in self._models:
             return self._models[text], None
