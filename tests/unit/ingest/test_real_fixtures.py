@@ -23,11 +23,6 @@ PROVENANCE = FIXTURES / "PROVENANCE.md"
 #: Formats with no real file yet, and why (searched: formats/real/PROVENANCE.md, "Gaps").
 WITHOUT_REAL_FILE: dict[str, str] = {
     "canonical": "advisor's own run format: no public repository holds one written by a real run",
-    "llmd_report": "no llm-d Benchmark Report (v0.1/v0.2) written by a real run was found",
-    "llama_server": "no saved llama-server completion response from a real run was found",
-    "genai_perf_csv": "no profile_export_genai_perf.csv committed by a real run was found (only one printed in a tutorial)",
-    "vllm_offline": "no vllm bench latency/throughput --output-json committed by a real run was found (searched the code index)",
-    "sglang_one_batch": "no bench_one_batch result file with a known repository was found (only one printed in a tutorial)",
 }
 
 _SECTION = re.compile(r"^## (\S+)\s*$", re.MULTILINE)
