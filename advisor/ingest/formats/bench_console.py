@@ -131,6 +131,13 @@ def parse_block(block: dict[str, Any], index: int) -> CanonicalRun:
         prompt_tokens_mean=total_in / completed if total_in is not None and completed else None,
         output_tokens_mean=total_out / completed if total_out is not None and completed else None,
     )
+    peak_in_flight = values.get("peak_concurrency")
+    if workload.concurrency is None and peak_in_flight is not None and peak_in_flight > 0:
+        workload.concurrency = peak_in_flight
+        notes.append(
+            f"concurrency {peak_in_flight:g} derived from 'Peak concurrent requests' (the most requests in "
+            "flight at once; no maximum request concurrency was set)"
+        )
     metrics = Metrics(
         requests_completed=completed,
         requests_failed=failed,

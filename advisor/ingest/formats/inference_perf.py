@@ -1,14 +1,16 @@
 """kubernetes-sigs inference-perf lifecycle reports: ``summary_lifecycle_metrics.json`` and
 ``stage_<n>_lifecycle_metrics.json``.
 
-``{load_summary: {count, schedule_delay, send_duration?, requested_rate?, achieved_rate?},
+``{load_summary: {count, schedule_delay, send_duration?, requested_rate?, achieved_rate?, concurrency?},
 successes: {count, latency: {…}, throughput: {…}, prompt_len, output_len}, failures: {count, …}}``.
 Every latency is in **seconds**; percentile keys are ``p0.1`` … ``median`` … ``p99.9``.
 
 inference-perf's definitions (``inference_perf/reportgen/base.py``): ``time_per_output_token`` is
 ``(latency − ttft) / (output tokens − 1)`` (TPOT), ``normalized_time_per_output_token`` is
 ``latency / output tokens`` (end-to-end ÷ tokens), ``inter_token_latency`` is every gap between
-streamed tokens pooled (ITL). The report carries no model or server name; pass them with the
+streamed tokens pooled (ITL). A ``concurrent`` stage adds ``load_summary.concurrency`` (its
+``concurrency_level``) and reports its request count as ``requested_rate``: the concurrency is
+stored and that "rate" is not. The report carries no model or server name; pass them with the
 submission. The ``*_prometheus_metrics.json`` companions are server-side aggregates of unverified
 units and are not read.
 """
@@ -20,7 +22,7 @@ from typing import Any
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
 from advisor.ingest.base import Input, ParserBase
-from advisor.ingest.derive import decode_from_tpot
+from advisor.ingest.derive import decode_from_tpot, prefill_from_ttft
 from advisor.ingest.stat_names import percentiles_from_mapping
 from advisor.ingest.values import as_dict, as_float, as_int, dig
 
@@ -60,7 +62,23 @@ def parse_lifecycle(doc: dict[str, Any]) -> CanonicalRun:
         prompt_tokens_mean=as_float(dig(successes, "prompt_len", "mean")),
         output_tokens_mean=as_float(dig(successes, "output_len", "mean")),
     )
-    if workload.request_rate is None:
+    concurrency = as_float(load.get("concurrency"), "load_summary.concurrency")
+    if concurrency is not None and concurrency > 0:
+        # A ``concurrent`` stage (``concurrency_level``, ``num_requests``): inference-perf sets the
+        # stage's rate to its request count at run time (``inference_perf/main.py``) and reports it as
+        # ``requested_rate``, so that figure is no arrival rate.
+        workload.concurrency = concurrency
+        notes.append(
+            f"concurrency {concurrency:g} derived from the report's load_summary.concurrency (the stage's "
+            "concurrency_level: a closed loop)"
+        )
+        if workload.request_rate is not None:
+            notes.append(
+                f"requested_rate {workload.request_rate:g} of a concurrent stage is its request count, "
+                "not an arrival rate: not stored as request_rate"
+            )
+            workload.request_rate = None
+    elif workload.request_rate is None:
         notes.append("a summary over all stages: the stages' request rates differ, none is recorded")
     metrics = Metrics(
         requests_completed=completed,
@@ -82,7 +100,10 @@ def parse_lifecycle(doc: dict[str, Any]) -> CanonicalRun:
         metrics.total_throughput_tok_s = as_float(throughput.get("total_tokens_per_sec"))
         metrics.request_throughput_rps = as_float(throughput.get("requests_per_sec"))
         decode_from_tpot(metrics)
-        notes.append("prefill_tok_s not derived: inference-perf drives open-loop load, TTFT includes queueing")
+        if workload.concurrency is not None:
+            prefill_from_ttft(metrics, workload, notes)
+        else:
+            notes.append("prefill_tok_s not derived: inference-perf drives open-loop load, TTFT includes queueing")
     if any(not getattr(metrics, f).is_empty() for f in _LATENCIES.values()):
         _check_order(metrics)
     return CanonicalRun(

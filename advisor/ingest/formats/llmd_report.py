@@ -255,6 +255,29 @@ def _hosts(
         notes.append("prefill/decode disaggregated deployment; gpu_count sums every worker")
 
 
+def _model_from_load_config(native: dict[str, Any], setup: Setup, notes: list[str]) -> None:
+    """The model (and server type) the load generator was pointed at, when no engine component names
+    them: inference-perf's own config is copied into ``scenario.load.native.config``
+    (``server: {type, model_name}``, ``tokenizer.pretrained_model_name_or_path``)."""
+    config = as_dict(native.get("config"))
+    if setup.model is None:
+        for path in (("server", "model_name"), ("tokenizer", "pretrained_model_name_or_path")):
+            value = dig(config, *path)
+            if isinstance(value, str) and value.strip():
+                setup.model = value.strip()
+                notes.append(
+                    f"model {setup.model!r} derived from the load generator's config "
+                    f"(scenario.load.native.config.{'.'.join(path)}): no engine component names it"
+                )
+                break
+    server_type = dig(config, "server", "type")
+    if setup.runtime is None and isinstance(server_type, str) and (runtime := _runtime(server_type)):
+        setup.runtime = runtime
+        notes.append(
+            f"runtime {runtime!r} derived from the load generator's config (scenario.load.native.config.server.type)"
+        )
+
+
 def _parse_v02(doc: dict[str, Any]) -> CanonicalRun:
     notes: list[str] = []
     labels: dict[str, str] = {}
@@ -268,9 +291,11 @@ def _parse_v02(doc: dict[str, Any]) -> CanonicalRun:
     types: list[str] = []
     engines_with_args = 0
     for component in as_list(dig(doc, "scenario", "stack")):
-        if dig(component, "metadata", "kind") != "inference_engine":
-            continue
         std = as_dict(dig(component, "standardized"))
+        # The component kind sat in ``metadata`` in the first v0.2 drafts; the published schema
+        # (``schema_v0_2.py``, ``br_v0_2_example.yaml``) moved it into ``standardized``.
+        if (std.get("kind") or dig(component, "metadata", "kind")) != "inference_engine":
+            continue
         model = dig(std, "model", "name")
         if isinstance(model, str) and model and setup.model is None:
             setup.model = model
@@ -296,6 +321,8 @@ def _parse_v02(doc: dict[str, Any]) -> CanonicalRun:
         notes.append("engine_args merged from several engine components (first value wins)")
     _hosts(setup, labels, notes, accelerators, types)
 
+    _model_from_load_config(as_dict(dig(doc, "scenario", "load", "native")), setup, notes)
+
     load = as_dict(dig(doc, "scenario", "load", "standardized"))
     tool = load.get("tool") if isinstance(load.get("tool"), str) else None
     tool_version = load.get("tool_version") if isinstance(load.get("tool_version"), str) else None
@@ -306,6 +333,16 @@ def _parse_v02(doc: dict[str, Any]) -> CanonicalRun:
     workload.request_rate = as_float(load.get("rate_qps"))
     concurrency = as_float(load.get("concurrency"), "scenario.load.standardized.concurrency", allow_inf=True)
     workload.concurrency = concurrency if concurrency is not None and concurrency != float("inf") else None
+    total = as_float(dig(doc, "results", "request_performance", "aggregate", "requests", "total"))
+    if workload.concurrency is not None and workload.request_rate is not None and workload.request_rate == total:
+        # inference-perf's concurrent load reports its request count as ``requested_rate``, which
+        # llm-d's converter copies into ``rate_qps``: it is not an arrival rate, and taken as one it
+        # would read as a massive overload.
+        notes.append(
+            f"rate_qps {workload.request_rate:g} equals the request count of a concurrency-{workload.concurrency:g} "
+            "load (a closed loop): it is not an offered rate and was not stored as request_rate"
+        )
+        workload.request_rate = None
     prefix = as_float(dig(load, "prefix", "prefix_len", "value"))
     workload.shared_prefix_tokens = prefix
 

@@ -265,6 +265,15 @@ def parse_vllm_result(doc: dict[str, Any], *, legacy: bool, field_prefix: str = 
         concurrency=as_float(doc.get("max_concurrency")),
         request_rate=rate,
     )
+    peak = as_float(doc.get("max_concurrent_requests"), f"{field_prefix}max_concurrent_requests")
+    if workload.concurrency is None and peak is not None and peak > 0:
+        # No --max-concurrency cap: the client's own count of requests in flight at once is what the
+        # run implies (newer vLLM releases write it as max_concurrent_requests, docs/formats.md §1.2).
+        workload.concurrency = peak
+        notes.append(
+            f"concurrency {peak:g} derived from max_concurrent_requests (the most requests in flight at "
+            "once, as the client counted them; no --max-concurrency cap was set)"
+        )
     total_in = as_float(doc.get("total_input_tokens"))
     total_out = as_float(doc.get("total_output_tokens"))
     if completed:
