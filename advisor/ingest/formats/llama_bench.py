@@ -177,7 +177,7 @@ _MD_COLUMNS = {
 }
 _MD_SIZE = re.compile(r"^([0-9.]+)\s*(KiB|MiB|GiB|TiB)$")
 _MD_PARAMS = re.compile(r"^([0-9.]+)\s*([KMBT])$")
-_MD_RATE = re.compile(r"^([0-9.]+)\s*(?:±\s*([0-9.]+))?$")
+_MD_RATE = re.compile(r"^(\d+(?:\.\d+)?)\s*(?:±\s*(\d+(?:\.\d+)?))?$")
 # "pp512", "tg128", "pp512+tg128", older "pp 512" / "tg 128", each optionally "@ d<depth>".
 _MD_TEST = re.compile(r"^(?:pp\s*(\d+))?\+?(?:tg\s*(\d+))?(?:\s*@\s*d(\d+))?$")
 _MD_BUILD = re.compile(r"^build:\s*([0-9a-f]+)\s*\((\d+)\)")

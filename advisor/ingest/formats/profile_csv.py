@@ -40,7 +40,11 @@ def csv_sections(text: str) -> list[list[list[str]]]:
     """The blank-line separated sections of a CSV text, each a list of rows (header first)."""
     sections: list[list[list[str]]] = []
     current: list[list[str]] = []
-    for row in csv.reader(io.StringIO(text)):
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:  # a stray carriage return inside a field: a corrupted or truncated file
+        raise IngestError(f"not a readable CSV: {exc}", field="body") from exc
+    for row in rows:
         if not any(cell.strip() for cell in row):
             if current:
                 sections.append(current)
