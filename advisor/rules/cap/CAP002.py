@@ -27,7 +27,7 @@ class Preemptions(Rule):
 
     ## Example
     vLLM on an L4 with 256 max sequences and long outputs: 380 pre-emptions over 1,000 requests;
-    re-prefilling their contexts cost about 12 % of the run's GPU time.
+    re-prefilling their contexts cost about a quarter (24 %) of the run's GPU time.
     """
 
     id = "CAP002"

@@ -29,7 +29,7 @@ class ChunkedPrefillDisabled(Rule):
 
     ## Example
     TensorRT-LLM serving 4,000-token prompts to 16 concurrent streams with chunking off: each new
-    prompt stalls every stream for about 180 ms on an L40S; 2048-token chunks halve the stall.
+    prompt stalls every stream for about 380 ms on an L40S; 2048-token chunks halve the stall.
     """
 
     id = "CFG002"

@@ -51,7 +51,8 @@ def test_only_blackwell_and_cdna4_run_fp4() -> None:
         ("trtllm", "ampere", 8, "int8_weight_only", "weight-only"),
         ("trtllm", "ada", 8, "fp8", "w8a8"),
         ("trtllm", "ampere", 4, "int4_awq", "weight-only"),
-        ("tgi", "ampere", 8, "awq", "weight-only"),  # TGI's fp8 is H100+
+        ("tgi", "ampere", 8, "fp8", "weight-only"),  # TGI's W8A8 fp8 is H100+; 8.x runs FP8 Marlin (W8A16)
+        ("tgi", "turing", 8, "awq", "weight-only"),
         ("tgi", "hopper", 8, "fp8", "w8a8"),
         ("llamacpp", "apple-m2", 4, "gguf", "weight-only"),
         ("mlx", "apple-m3", 4, "mlx", "weight-only"),
@@ -67,7 +68,8 @@ def test_weight_quant_choice(runtime: str, generation: str, bits: float, method:
 def test_nothing_is_proposed_where_nothing_runs() -> None:
     assert weight_quant_choice("trtllm", "turing", 8) is None
     assert weight_quant_choice("mlx", "hopper", 4) is None
-    assert support("tgi", "fp8", "ada") == "none"
+    assert support("tgi", "fp8", "turing") == "none"
+    assert support("tgi", "fp8", "ada") == "weight-only"  # layers/fp8.py: Marlin FP8 unless USE_CUTLASS_W8A8=1
     assert support("vllm", "fp8", "unknown-gen") is None
 
 
