@@ -138,6 +138,10 @@ class Metrics(_Base):
     requests_failed: int | None = None
     duration_s: float | None = None
     cached_prompt_tokens_mean: float | None = None
+    #: Share (0..1) of the loaded model held in GPU memory; below 1 the rest is read from system
+    #: memory every token (partial CPU offload). Ollama ``/api/ps`` ``size_vram / size``, llama.cpp
+    #: "offloaded N/M layers to GPU" (N / M). None when not reported.
+    gpu_resident_share: float | None = None
 
 
 class Source(_Base):
@@ -207,7 +211,7 @@ def run_to_builtins(run: CanonicalRun) -> dict[str, Any]:
     return out
 
 
-_RATIO_FIELDS = ("kv_cache_usage_mean", "kv_cache_usage_max", "prefix_cache_hit_rate")
+_RATIO_FIELDS = ("kv_cache_usage_mean", "kv_cache_usage_max", "prefix_cache_hit_rate", "gpu_resident_share")
 
 
 def typed_scalar(value: str) -> Any:
@@ -350,6 +354,7 @@ LIMITS: dict[str, float] = {
     "kv_cache_usage_mean": 1.0,
     "kv_cache_usage_max": 1.0,
     "prefix_cache_hit_rate": 1.0,
+    "gpu_resident_share": 1.0,
     "preemptions": MAX_REQUESTS,
     "load_ms": YEAR_MS,
     "requests_completed": MAX_REQUESTS,

@@ -21,7 +21,10 @@ class PartialCpuOffload(Rule):
     speed (60-100 GB/s on a desktop) instead of the GPU's hundreds: a decode that lands between the
     CPU and GPU ceilings is the signature. The share read from the CPU follows from the numbers:
     ``1 / decode = W × (f / BW_cpu + (1 − f) / BW_gpu)``. Ollama shows it as ``size_vram`` below
-    ``size`` (``ollama ps`` "48%/52% CPU/GPU"), llama.cpp as "offloaded N/M layers to GPU".
+    ``size`` (``ollama ps`` "48%/52% CPU/GPU"), llama.cpp as "offloaded N/M layers to GPU"; a run
+    that reports it (``metrics.gpu_resident_share``, or a short ``-ngl`` / ``num_gpu``) is judged on
+    that share, with no inference from the speed, and a run that reports 1 (all on the GPU) is not
+    offloaded whatever its speed.
 
     ## Fix
     Make the whole model fit: a smaller quantization, a smaller context (``num_ctx``, ``-c``: the KV
@@ -47,42 +50,59 @@ class PartialCpuOffload(Rule):
     def evaluate(self, ctx: RunContext) -> Finding | None:
         roof, hw = ctx.roofline, ctx.hardware
         decode = ctx.measured.decode_tok_s
-        eff = decode_efficiency(ctx)
         if ctx.runtime not in _RUNTIMES or roof is None or hw is None or hw.kind != "gpu" or decode is None:
-            return None
-        if eff is None or eff > self.p("max_efficiency") or (ctx.measured.concurrency or 1.0) > 1.5:
             return None
         weights = roof.active_weight_bytes
         gpu_bw = roof.mem_bandwidth_gb_s * 1e9
         cpu_bw = self.p("cpu_bandwidth_gb_s") * 1e9
-        # 1/decode = W (f / BW_cpu + (1 - f) / BW_gpu), at the healthy 75 % of each ceiling.
-        step = 1.0 / decode * 0.75
-        share = (step / weights - 1.0 / gpu_bw) / (1.0 / cpu_bw - 1.0 / gpu_bw)
         cpu_only = cpu_bw / weights
-        if not 0.0 < share < 1.0 or decode <= cpu_only:
-            return None
+        reported = _reported_cpu_share(ctx)
+        if reported is not None:
+            # The run says where the weights are (Ollama size_vram, llama.cpp offloaded layers):
+            # no inference from the speed is needed, and a model wholly on the GPU is not offloaded.
+            share, source, evidence = reported
+            if share <= 0.0:
+                return None
+            confidence = 0.8
+        else:
+            eff = decode_efficiency(ctx)
+            if eff is None or eff > self.p("max_efficiency") or (ctx.measured.concurrency or 1.0) > 1.5:
+                return None
+            # 1/decode = W (f / BW_cpu + (1 - f) / BW_gpu), at the healthy 75 % of each ceiling.
+            step = 1.0 / decode * 0.75
+            share = (step / weights - 1.0 / gpu_bw) / (1.0 / cpu_bw - 1.0 / gpu_bw)
+            if not 0.0 < share < 1.0 or decode <= cpu_only:
+                return None
+            source, evidence, confidence = "physics", None, 0.5
         severity = self.t("cpu_share").severity_of(share)
         e = ctx.engine
-        causes = []
+        causes = [evidence] if evidence is not None else []
         if e.n_cpu_moe.value:
             causes.append(Evidence(e.n_cpu_moe.arg or "n_cpu_moe", float(e.n_cpu_moe.value), "0", "run"))
         if roof.fits_in_memory is False:
             causes.append(Evidence("fits_in_memory", False, "true", "physics"))
         if not severity:
             return None
-        to = min(roof.decode_ceiling_batch_tok_s * 0.75, decode / max(1.0 - share, 0.05))
+        # What the same step takes with every weight on the GPU: W / BW_gpu against
+        # W (f / BW_cpu + (1 - f) / BW_gpu).
+        slowdown = (share / cpu_bw + (1.0 - share) / gpu_bw) * gpu_bw
+        to = min(roof.decode_ceiling_batch_tok_s * 0.75, decode * slowdown)
+        how = "reported" if reported is not None else "about"
         return Finding(
             severity=severity,
             title=(
                 f"{fmt(decode, 'tok/s')} sits between the CPU ({fmt(cpu_only)}) and GPU "
-                f"({fmt(roof.decode_ceiling_batch_tok_s)}) ceilings: about {share:.0%} of the weights are read "
+                f"({fmt(roof.decode_ceiling_batch_tok_s)}) ceilings: {how} {share:.0%} of the weights are read "
                 "from system memory"
+                if reported is None
+                else f"{share:.0%} of the model is held in system memory ({source}), so {fmt(decode, 'tok/s')} "
+                f"decode reads it at CPU speed; all on the GPU it would reach about {fmt(to, 'tok/s')}"
             ),
             evidence=(
                 Evidence(
                     "decode_tok_s", decode, f"≈ {fmt(roof.decode_ceiling_batch_tok_s * 0.75)} all on the GPU", "physics"
                 ),
-                Evidence("cpu_share", share, "0", "physics"),
+                Evidence("cpu_share", share, "0", "run" if reported is not None else "physics"),
                 *causes,
             ),
             fix={
@@ -97,6 +117,35 @@ class PartialCpuOffload(Rule):
                 ),
                 "other": "Fit the whole model in GPU memory (smaller quantization or context).",
             },
-            expected_gain=Gain("decode_tok_s", decode, to),
-            confidence=0.5,
+            expected_gain=Gain("decode_tok_s", decode, max(to, decode)),
+            confidence=confidence,
         )
+
+
+def _reported_cpu_share(ctx: RunContext) -> tuple[float, str, Evidence] | None:
+    """The share of the model outside GPU memory as the run reports it: ``metrics.gpu_resident_share``
+    (Ollama ``size_vram / size``, llama.cpp "offloaded N/M layers"), else a short llama.cpp ``-ngl`` /
+    Ollama ``num_gpu`` against the model's layers (both count the output layer too: M = layers + 1).
+    ``-ngl 0`` is a CPU run, DEC002's."""
+    resident = ctx.run.metrics.gpu_resident_share
+    if resident is not None:
+        return (
+            max(0.0, 1.0 - resident),
+            "metrics.gpu_resident_share",
+            Evidence("gpu_resident_share", resident, "1", "run"),
+        )
+    ngl = ctx.engine.n_gpu_layers
+    layers = ctx.model.num_hidden_layers if ctx.model is not None else None
+    if ctx.engine.n_cpu_moe.value or not layers:
+        return None  # --n-cpu-moe keeps experts on the CPU whatever -ngl says: infer from the speed
+    total = layers + 1
+    if ngl.explicit and ngl.value is not None and 0 < ngl.value < total:
+        # Only a short -ngl is evidence: -ngl 999 asks for every layer, not that they fit
+        # (--fit may still move some), so a full request falls back to the speed.
+        on_gpu = ngl.value
+        return (
+            (total - on_gpu) / total,
+            f"{ngl.arg} {ngl.value} of {total} layers",
+            Evidence(ngl.arg or "n_gpu_layers", float(ngl.value), f">= {total}", "run"),
+        )
+    return None
