@@ -32,6 +32,7 @@ __all__ = [
     "BASELINE_TOLERANCE",
     "IMPLAUSIBLE_ITL_MS",
     "SUPPLY_HINTS",
+    "TGI_WIGGLE_ROOM",
     "Baseline",
     "BaselinePoint",
     "ExpectationsFn",
@@ -48,6 +49,7 @@ __all__ = [
     "build_context",
     "comparable",
     "is_microbenchmark",
+    "kv_pool_runtime",
     "measure",
     "metric_value",
     "normalise_kv_dtype",
@@ -563,7 +565,8 @@ def build_context(
                 concurrency=_concurrency_for_physics(measured, engine),
                 tensor_parallel=setup.tensor_parallel or 1,
                 kv_cache_dtype=_kv_dtype(catalog, engine.kv_cache_dtype.value),
-                gpu_memory_utilization=_memory_fraction(engine),
+                gpu_memory_utilization=_memory_fraction(engine, kv_pool_runtime(setup.runtime, engine)),
+                runtime=kv_pool_runtime(setup.runtime, engine),
             )
         except ValueError as exc:
             missing.append(
@@ -655,15 +658,31 @@ def _kv_dtype(catalog: Catalog, value: str | None) -> str:
     return normalise_kv_dtype(value)
 
 
-def _memory_fraction(engine: EngineConfig) -> float:
+#: TensorRT-LLM's spellings of its memory fraction, a share of what is left after the weights.
+_TRTLLM_FRACTION_ARGS = frozenset({"kv_cache_free_gpu_memory_fraction", "free_gpu_memory_fraction"})
+
+
+def kv_pool_runtime(runtime: str | None, engine: EngineConfig) -> str | None:
+    """Whose semantics size the KV pool (:func:`advisor.physics.kv_pool_bytes`): the run's runtime,
+    or TensorRT-LLM's when the memory fraction is spelled its way (its meaning travels with it)."""
+    if normalise_key(engine.memory_fraction.arg or "") in _TRTLLM_FRACTION_ARGS:
+        return "trtllm"
+    return runtime
+
+
+#: TGI sizes its KV cache from ``--cuda-memory-fraction × TGI_WIGGLE_ROOM`` of the device
+#: (server/text_generation_server/models/globals.py: TGI_WIGGLE_ROOM defaults to 0.90).
+TGI_WIGGLE_ROOM = 0.9
+
+
+def _memory_fraction(engine: EngineConfig, runtime: str | None = None) -> float:
+    """The memory fraction as the pool's runtime means it (vLLM/SGLang: of the device; TGI: of the
+    device times its 0.9 wiggle room; TensorRT-LLM: of what is left after the weights, see
+    :func:`kv_pool_runtime`); 0.9 when unknown."""
     value = engine.memory_fraction.value
-    # TensorRT-LLM's fraction is of the memory left *after* weights, not of the device; the
-    # physics models vLLM's meaning, so keep its default there rather than misread it.
-    arg = normalise_key(engine.memory_fraction.arg or "")
-    if value is None or arg in {
-        "kv_cache_free_gpu_memory_fraction",
-        "free_gpu_memory_fraction",
-    }:
+    if runtime == "tgi":
+        return min(max((value if value is not None else 1.0) * TGI_WIGGLE_ROOM, 0.05), 1.0)
+    if value is None:
         return 0.9
     return min(max(value, 0.05), 1.0)
 

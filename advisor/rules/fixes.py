@@ -41,7 +41,10 @@ def prefix_caching() -> dict[str, str]:
             "--enable-prefix-caching (on by default in the V1 engine, vLLM ≥ 0.8; remove --no-enable-prefix-caching)."
         ),
         "sglang": "Remove --disable-radix-cache (RadixAttention caches shared prefixes by default).",
-        "tgi": "TGI ≥ 3 caches prefixes by default; do not set PREFIX_CACHING=0 (older TGI: upgrade).",
+        "tgi": (
+            "TGI caches prefixes by default from 2.3 (off for VLMs, LoRA adapters and paged attention); do not "
+            "set PREFIX_CACHING=0 (USE_PREFIX_CACHING before 2.4; older TGI: upgrade)."
+        ),
         "trtllm": f"kv_cache_config: {{enable_block_reuse: true}} {EXTRA_OPTIONS}.",
         "ollama": (
             "Ollama reuses a slot's cached prefix automatically: keep the system prompt byte-identical "
@@ -148,7 +151,10 @@ def max_seqs(n: int) -> dict[str, str]:
         ),
         "trtllm": f"--max_batch_size {n}",
         "ollama": f"OLLAMA_NUM_PARALLEL={n} (memory grows with OLLAMA_NUM_PARALLEL × num_ctx).",
-        "llamacpp": f"-np {n} (and raise -c with it: the context is divided among the slots).",
+        "llamacpp": (
+            f"-np {n} --kv-unified (the slots then share one -c; an explicit -np without "
+            "--kv-unified divides -c among them, so raise -c with it)."
+        ),
         "other": f"Allow {n} sequences to be decoded together.",
     }
 
@@ -263,11 +269,13 @@ def speculative_decoding() -> dict[str, str]:
         "llamacpp": (
             f"{flag('llamacpp', '-md')} <small-draft-model.gguf> {flag('llamacpp', '--spec-draft-n-max')} 16 (a draft "
             f"model of the same family; builds before ggml-org/llama.cpp#22397 spell it "
-            f"{flag('llamacpp', '--draft-max')}, builds after #23988 also need {flag('llamacpp', '--spec-type')})."
+            f"{flag('llamacpp', '--draft-max')}, builds after #23988 also need "
+            f"{flag('llamacpp', '--spec-type')} draft-simple)."
         ),
         "ollama": (
-            "Ollama supports speculative decoding from 0.30.0 (release notes); on older releases upgrade, "
-            "or serve with llama.cpp and a draft model."
+            "Ollama 0.30.0 and later speculate when the model ships a draft (a separate draft model or "
+            f"embedded MTP tensors; {flag('ollama', 'draft_num_predict')} sets the draft length, 0 turns it off); "
+            "on older releases upgrade, or serve with llama.cpp and a draft model."
         ),
         "mlx": f"mlx_lm.server {flag('mlx', '--draft-model')} <small-model> {flag('mlx', '--num-draft-tokens')} 3",
         "other": "a cheap draft (n-gram, EAGLE or a small model) proposes tokens that one weight read verifies.",

@@ -20,6 +20,7 @@ from advisor.rules import runtimes
 
 __all__ = [
     "KNOB_NAMES",
+    "LLAMACPP_AUTO_SLOTS",
     "EngineConfig",
     "Knob",
     "engine_config",
@@ -71,7 +72,8 @@ class EngineConfig:
       SGLang ``mem_fraction_static``, TGI ``cuda_memory_fraction``, TensorRT-LLM
       ``free_gpu_memory_fraction``; the last is a fraction of the memory *left after weights*).
     * ``context_length``: the per-sequence context limit (vLLM ``max_model_len``, Ollama
-      ``num_ctx``; llama.cpp ``-c`` is shared by the slots, so it is divided by ``-np``).
+      ``num_ctx``; llama.cpp ``-c`` is shared by the slots: divided by an explicit ``-np``, whole per
+      slot with a unified KV cache, ``--kv-unified`` or ``-np`` auto).
     """
 
     runtime: str | None
@@ -102,6 +104,10 @@ class EngineConfig:
     n_cpu_moe: Knob[int] = Knob()
     #: llama.cpp ``-ub`` (physical micro-batch).
     micro_batch: Knob[int] = Knob()
+    #: llama.cpp ``--kv-unified``: one KV buffer shared by every slot, so each slot may use the whole
+    #: ``-c`` and the cache is ``-c`` in total, not ``-c`` per slot. On when ``-np`` is auto (the
+    #: default from the builds of ggml-org/llama.cpp#16736; runtimes.toml).
+    kv_unified: Knob[bool] = Knob()
 
     @property
     def kv_cache_16bit(self) -> bool | None:
@@ -247,10 +253,12 @@ def _big_non_a100(hw: HardwareSpec | None) -> bool | None:
     return hw.memory_gb >= 70 * 1.073741824 and "a100" not in hw.id.lower() and hw.kind == "gpu"
 
 
-def _ollama_num_ctx(version: str | None, hardware: HardwareSpec | None) -> int | None:
+def _ollama_num_ctx(version: str | None, hardware: HardwareSpec | None, gpus: int | None = None) -> int | None:
     """Ollama's default ``num_ctx`` at ``version`` (runtimes.toml): 2048 before 0.6.7, 4096 from
-    0.6.7, and from 0.15.5 tiered by VRAM (4k below 24 GiB, 32k below 48 GiB, 256k above). None when
-    the version is unknown (the default moved three times) or the tier needs unknown memory."""
+    0.6.7, and from 0.15.5 tiered by the VRAM of all GPUs together (server/routes.go: 4k below 23
+    GiB, 32k below 47 GiB, 256k from 47; the thresholds sit just under 24 and 48 GiB because cards
+    report a little less). None when the version is unknown (the default moved three times) or the
+    tier needs unknown memory."""
     if parse_version(version) is None:
         return None
     entry = runtimes.default("ollama", "context_length", version)
@@ -260,7 +268,32 @@ def _ollama_num_ctx(version: str | None, hardware: HardwareSpec | None) -> int |
         return entry.value
     if hardware is None or hardware.memory_gb is None:
         return None
-    return 4096 if hardware.memory_gb < 24 else 32768 if hardware.memory_gb < 48 else 262144
+    vram_gib = hardware.memory_gb * max(gpus or 1, 1)
+    return 4096 if vram_gib < 23 else 32768 if vram_gib < 47 else 262144
+
+
+#: Slots llama-server starts when ``-np`` is auto (-1): tools/server/server.cpp sets 4 with a unified KV cache.
+LLAMACPP_AUTO_SLOTS = 4
+
+
+def _llamacpp_slots(seqs: Knob[int], unified: Knob[bool], version: str | None) -> tuple[Knob[int], Knob[bool]]:
+    """llama-server's slot count and whether its KV cache is unified (runtimes.toml).
+
+    ``-np -1`` (auto) starts :data:`LLAMACPP_AUTO_SLOTS` slots sharing one unified cache. An
+    explicit ``-np N`` keeps the cache split ``-c / N`` unless ``--kv-unified`` is given. Without
+    ``-np`` the version's default applies: auto from the unified-cache builds, one slot before;
+    either way each slot may use the whole ``-c``. With an unknown version the slot count stays
+    unknown (1 or 4), but the per-slot context does not depend on it."""
+    if seqs.value is not None and seqs.value < 0:
+        return Knob(LLAMACPP_AUTO_SLOTS, True, seqs.arg), _or_default(unified, True)
+    if seqs.known:
+        return seqs, _or_default(unified, False)
+    entry = runtimes.default("llamacpp", "max_num_seqs", version) if parse_version(version) else None
+    if entry is not None and entry.value == "auto":
+        return Knob(LLAMACPP_AUTO_SLOTS, False, seqs.arg), _or_default(unified, True)
+    if entry is not None and isinstance(entry.value, int):
+        return Knob(entry.value, False, seqs.arg), _or_default(unified, False)
+    return seqs, unified
 
 
 #: Runtimes whose chunked prefill puts running decodes in the same step as a prompt chunk.
@@ -399,6 +432,12 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
     if not cpu_moe.known and "cpu_moe" in args and _as_bool(args["cpu_moe"][1]):
         cpu_moe = Knob(10**6, True, args["cpu_moe"][0])  # --cpu-moe: every expert layer on the CPU
     ubatch = _find(args, ("ubatch_size", "ub", "n_ubatch"), _as_int)
+    kv_unified = _find(args, ("kv_unified", "kvu"), _as_bool)
+    if not kv_unified.known:
+        for name in ("no_kv_unified", "no_kvu"):
+            if name in args and _as_bool(args[name][1]) is not False:
+                kv_unified = Knob(False, True, args[name][0])  # -no-kvu / --no-kv-unified
+                break
 
     big = _big_non_a100(hardware)
     if runtime == "vllm":
@@ -419,8 +458,11 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         eager = _or_default(eager, False)
     elif runtime == "tgi":
         v3 = version is None or version >= (3,)
-        prefix = _or_default(prefix, True if v3 else None)
+        # Prefix caching is on by default from 2.3.0 (launcher resolve_attention; runtimes.toml),
+        # chunked prefill from 3.0.0 (experimental in 2.4).
+        prefix = _or_default(prefix, True if version is None or version >= (2, 3) else None)
         chunked = _or_default(chunked, True if v3 else None)
+        fraction = _or_default(fraction, 1.0)  # --cuda-memory-fraction (launcher default 1.0)
         kv_dtype = _or_default(kv_dtype, "auto")
     elif runtime == "trtllm":
         prefix = _or_default(prefix, True)  # KvCacheConfig.enable_block_reuse defaults to True
@@ -433,7 +475,7 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         parallel = runtimes.default("ollama", "max_num_seqs", setup.runtime_version)
         seqs = _or_default(seqs, parallel.value if parallel is not None and isinstance(parallel.value, int) else None)
         if not ctx_len.known:
-            ctx_len = Knob(_ollama_num_ctx(setup.runtime_version, hardware), False, None)
+            ctx_len = Knob(_ollama_num_ctx(setup.runtime_version, hardware, setup.gpu_count), False, None)
         kv_dtype = _or_default(kv_dtype, "f16")
         prefix = _or_default(prefix, True)  # each slot reuses the KV of its previous prompt
         keep_alive = _or_default(keep_alive, "5m")
@@ -443,8 +485,9 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         kv_dtype = _or_default(kv_dtype, "f16")
         kv_v = _or_default(kv_v, "f16")
         prefix = _or_default(prefix, True)  # cache_prompt defaults to true in llama-server
-        if ctx_len.known and ctx_len.explicit and seqs.value:
-            # -c is the total KV cache, divided among the -np slots.
+        seqs, kv_unified = _llamacpp_slots(seqs, kv_unified, setup.runtime_version)
+        if ctx_len.known and ctx_len.explicit and seqs.value and seqs.value > 1 and not kv_unified.value:
+            # -c is the total KV cache, divided among the -np slots (no unified cache).
             ctx_len = Knob(max(1, ctx_len.value // seqs.value) if ctx_len.value else None, True, f"{ctx_len.arg}/np")
     return EngineConfig(
         runtime=runtime,
@@ -468,4 +511,5 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         expert_parallel=ep,
         n_cpu_moe=cpu_moe,
         micro_batch=ubatch,
+        kv_unified=kv_unified,
     )

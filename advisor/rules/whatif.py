@@ -17,7 +17,7 @@ from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
 from advisor.physics.parallel import Interconnect, interconnect_of
 from advisor.physics.parallel import tp_efficiency as _tp_efficiency
-from advisor.rules.context import RunContext, normalise_kv_dtype
+from advisor.rules.context import TGI_WIGGLE_ROOM, RunContext, kv_pool_runtime, normalise_kv_dtype
 
 __all__ = [
     "QUANT_FALLBACKS",
@@ -132,6 +132,10 @@ def reanalyse(
         return None
     prompt = base.prompt_tokens if prompt_tokens is None else prompt_tokens
     depth = base.kv_depth_tokens if kv_depth_tokens is None else kv_depth_tokens
+    pool_runtime = kv_pool_runtime(ctx.runtime, ctx.engine)
+    if gpu_memory_utilization is not None and pool_runtime == "tgi":
+        # A proposed --cuda-memory-fraction is taken × TGI's wiggle room, like the run's own.
+        gpu_memory_utilization = min(gpu_memory_utilization * TGI_WIGGLE_ROOM, 1.0)
     try:
         return analyse(
             hw,
@@ -144,6 +148,7 @@ def reanalyse(
             tensor_parallel=tensor_parallel or base.tensor_parallel,
             kv_cache_dtype=normalise_kv_dtype(kv_cache_dtype) if kv_cache_dtype else base.kv_cache_dtype,
             gpu_memory_utilization=gpu_memory_utilization or base.gpu_memory_utilization,
+            runtime=pool_runtime,
         )
     except ValueError:
         return None

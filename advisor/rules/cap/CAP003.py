@@ -23,8 +23,9 @@ class ConfiguredContextExceedsPool(Rule):
     So on a paged engine this rule speaks only when the run shows that pressure. A vLLM that started
     already has ``max_model_len ≤ pool`` (it refuses to start otherwise), so a vLLM run whose limit
     exceeds the estimated pool says the estimate is off, not the run. Ollama and llama.cpp allocate
-    ``num_ctx × OLLAMA_NUM_PARALLEL`` (``-c``, split among ``-np`` slots) up front: when it does not
-    fit, layers are moved to the CPU and everything slows down.
+    ``num_ctx × OLLAMA_NUM_PARALLEL`` (``-c``, split among ``-np`` slots, or shared by them with a
+    unified KV cache) up front: when it does not fit, layers are moved to the CPU and everything
+    slows down.
 
     ## Fix
     Make the product fit: lower the number of concurrent sequences (``--max-num-seqs``,
@@ -70,10 +71,13 @@ class ConfiguredContextExceedsPool(Rule):
         if not ctx_len or not seqs:
             return None
         upfront = ctx.runtime in _UPFRONT
+        # llama.cpp's unified KV cache (-np auto, --kv-unified) is one -c shared by the slots.
+        unified = ctx.runtime == "llamacpp" and bool(e.kv_unified.value)
         offered = ctx.run.workload.concurrency
         in_flight = seqs if upfront or not offered else min(seqs, max(1, round(offered)))
         pool = cur.kv_pool_tokens
-        ratio = ctx_len * in_flight / pool
+        allocated = ctx_len if unified else ctx_len * in_flight
+        ratio = allocated / pool
         single_too_long = ctx_len > pool
         severity = self.t("overcommit").severity_of(ratio)
         m = ctx.run.metrics
@@ -91,7 +95,7 @@ class ConfiguredContextExceedsPool(Rule):
         )
         # Up-front allocators reserve the limit for every slot; paged engines only need the
         # context requests really use per sequence, and their limit only has to fit the pool.
-        fit_len = max(pool // in_flight, 1) if upfront else pool
+        fit_len = pool if unified or not upfront else max(pool // in_flight, 1)
         fit_seqs = max(pool // ctx_len, 0) if upfront or not used else max(int(pool // used), 0)
         # Paged engines (vLLM, SGLang) do not reserve the context limit per sequence, so lowering it
         # only helps the up-front allocators, or when one full-length request cannot fit at all.
@@ -107,9 +111,13 @@ class ConfiguredContextExceedsPool(Rule):
         return Finding(
             severity=severity,
             title=(
-                f"{fmt(float(ctx_len))} tokens of context × {in_flight} sequence{'s' if in_flight != 1 else ''} = "
-                f"{fmt(float(ctx_len * in_flight))} tokens of KV, "
-                f"{ratio:.1f}× the pool of {fmt(float(pool))}"
+                (
+                    f"{fmt(float(ctx_len))} tokens of unified KV cache shared by {in_flight} slots, "
+                    if unified
+                    else f"{fmt(float(ctx_len))} tokens of context × {in_flight} "
+                    f"sequence{'s' if in_flight != 1 else ''} = {fmt(float(allocated))} tokens of KV, "
+                )
+                + f"{ratio:.1f}× the pool of {fmt(float(pool))}"
                 + ("; one full-length request does not fit" if single_too_long else "")
             ),
             evidence=(
@@ -125,7 +133,7 @@ class ConfiguredContextExceedsPool(Rule):
                     f"<= {max(fit_seqs, 1)}",
                     "physics",
                 ),
-                Evidence("kv_pool_tokens", float(pool), f">= {fmt(float(ctx_len * in_flight))}", "physics"),
+                Evidence("kv_pool_tokens", float(pool), f">= {fmt(float(allocated))}", "physics"),
             ),
             fix=fix,
             expected_gain=None,
@@ -153,7 +161,11 @@ class ConfiguredContextExceedsPool(Rule):
             "trtllm": f"--max_seq_len {fit_len}{need}" + (f", or --max_batch_size {fit_seqs}." if alt else "."),
             "ollama": f'"num_ctx": {fit_len}{need} (or OLLAMA_CONTEXT_LENGTH)'
             + (f", or OLLAMA_NUM_PARALLEL={fit_seqs}." if alt else "."),
-            "llamacpp": f"-c {fit_len * slots} with -np {slots} gives each slot {fit_len} tokens{need}.",
+            "llamacpp": (
+                f"-c {fit_len}{need}: the slots share one unified KV cache (-np auto or --kv-unified)."
+                if ctx.engine.kv_unified.value
+                else f"-c {fit_len * slots} with -np {slots} gives each slot {fit_len} tokens{need}."
+            ),
         }
         out = {
             "other": (

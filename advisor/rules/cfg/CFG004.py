@@ -19,13 +19,15 @@ class ContextWindowTruncatesPrompt(Rule):
     ## Why is this bad?
     Ollama cuts a prompt that does not fit ``num_ctx`` (2,048 or 4,096 tokens by default in many
     releases) without an error: the model answers without the beginning of the conversation,
-    usually the system prompt. llama.cpp gives each of its ``-np`` slots ``-c / -np`` tokens, so
-    raising parallelism quietly shrinks every slot's window. Latency looks fine; the answers are
-    not.
+    usually the system prompt. llama.cpp with an explicit ``-np`` gives each slot ``-c / -np``
+    tokens, so raising parallelism quietly shrinks every slot's window (with a unified KV cache,
+    ``-np`` auto or ``--kv-unified``, each slot may use all of ``-c``). llama-server refuses a prompt
+    that does not fit. Latency looks fine; the answers are not.
 
     ## Fix
     Raise the window to cover prompt + output: Ollama ``"num_ctx"`` in the request options or
-    ``OLLAMA_CONTEXT_LENGTH``; llama.cpp ``-c`` = slots × per-slot window. Memory grows with it
+    ``OLLAMA_CONTEXT_LENGTH``; llama.cpp ``-c`` = slots × per-slot window, or the window itself
+    with ``--kv-unified``. Memory grows with it
     (``num_ctx × OLLAMA_NUM_PARALLEL``); an 8-bit KV cache halves it.
 
     ## Example
@@ -117,7 +119,13 @@ class ContextWindowTruncatesPrompt(Rule):
                         f'"num_ctx": {needed} in the request options (or OLLAMA_CONTEXT_LENGTH={needed}); '
                         "memory grows with num_ctx × OLLAMA_NUM_PARALLEL."
                     ),
-                    "llamacpp": f"-c {needed * slots} for -np {slots} (each slot gets -c / -np = {needed}).",
+                    "llamacpp": (
+                        f"-c {needed}: with a unified KV cache (-np auto, or --kv-unified) every slot may "
+                        f"use all of it, shared with the others."
+                        if ctx.engine.kv_unified.value
+                        else f"-c {needed * slots} for -np {slots} (each slot gets -c / -np = {needed}), or "
+                        f"-c {needed} with --kv-unified (the slots share it)."
+                    ),
                 },
                 ctx.runtime,
                 ctx.run.setup.runtime_version,

@@ -368,3 +368,55 @@ def test_measured_bits_stand_in_for_a_missing_quantization() -> None:
     assert ctx.quant is not None and (ctx.quant.id, ctx.quant.bits_per_weight) == ("measured", 4.89)
     assert not ctx.is_missing("setup.quantization")
     assert ctx.notes == ("bits per weight derived: 4.89, from the file's model_size × 8 / model_n_params",)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "arg", "pool_gib"),
+    [
+        # 24 GiB A10G, 14.96 GiB of bf16 Llama-3.1-8B weights, fraction 0.85.
+        ("vllm", "gpu_memory_utilization", lambda w: 24 * 0.85 - w - 2.0),  # fraction of the device, 2 GiB reserve
+        ("tgi", "cuda_memory_fraction", lambda w: 24 * 0.85 * 0.9 - w - 2.0),  # × TGI_WIGGLE_ROOM 0.90
+        ("sglang", "mem_fraction_static", lambda w: 24 * 0.85 - w),  # activations live outside the fraction
+        ("trtllm", "kv_cache_free_gpu_memory_fraction", lambda w: (24 - w - 2.0) * 0.85),  # of what is left
+        (None, "free_gpu_memory_fraction", lambda w: (24 - w - 2.0) * 0.85),  # TensorRT's spelling, its meaning
+    ],
+)
+def test_kv_pool_uses_the_runtimes_reserve_and_fraction(runtime: str | None, arg: str, pool_gib: Any) -> None:
+    ctx = build_context(run(setup={**SETUP, "runtime": runtime, "engine_args": {arg: 0.85}}))
+    roof = ctx.roofline
+    assert roof is not None and roof.kv_pool_tokens is not None and roof.kv_bytes_per_token
+    weights_gib = roof.weight_bytes / 1024**3
+    expected_tokens = pool_gib(weights_gib) * 1024**3 / roof.kv_bytes_per_token
+    assert math.isclose(roof.kv_pool_tokens, expected_tokens, rel_tol=1e-3)
+
+
+def test_the_runtimes_pool_is_kept_by_what_ifs() -> None:
+    from advisor.rules import whatif
+
+    for runtime, arg in (("trtllm", "kv_cache_free_gpu_memory_fraction"), ("sglang", "mem_fraction_static")):
+        ctx = build_context(run(setup={**SETUP, "runtime": runtime, "engine_args": {arg: 0.85}}))
+        again = whatif.reanalyse(ctx, concurrency=ctx.roofline.concurrency if ctx.roofline else 1)
+        assert again is not None and ctx.roofline is not None
+        assert again.kv_pool_tokens == ctx.roofline.kv_pool_tokens
+    sglang = build_context(run(setup={**SETUP, "runtime": "sglang", "engine_args": {"mem_fraction_static": 0.85}}))
+    vllm = build_context(run(setup={**SETUP, "engine_args": {"gpu_memory_utilization": 0.85}}))
+    assert sglang.roofline and vllm.roofline and sglang.roofline.kv_pool_tokens and vllm.roofline.kv_pool_tokens
+    assert sglang.roofline.kv_pool_tokens > vllm.roofline.kv_pool_tokens
+
+
+def test_tgi_default_fraction_is_one_times_its_wiggle_room() -> None:
+    # --cuda-memory-fraction defaults to 1.0; the KV cache gets 0.9 of the device (TGI_WIGGLE_ROOM).
+    tgi = build_context(run(setup={**SETUP, "runtime": "tgi"}))
+    assert tgi.engine.memory_fraction.value == 1.0 and not tgi.engine.memory_fraction.explicit
+    vllm = build_context(run())
+    assert tgi.roofline and vllm.roofline
+    assert tgi.roofline.kv_pool_tokens == vllm.roofline.kv_pool_tokens  # both 0.9 of the device − 2 GiB
+
+
+def test_gpu_resident_share_is_a_ratio_naming_its_field() -> None:
+    from advisor.errors import InvalidInput
+
+    assert decode_run({"metrics": {"gpu_resident_share": 0.7}}).metrics.gpu_resident_share == 0.7
+    with pytest.raises(InvalidInput) as err:
+        decode_run({"metrics": {"gpu_resident_share": 1.3}})
+    assert "metrics.gpu_resident_share" in str(err.value)

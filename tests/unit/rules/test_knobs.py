@@ -169,3 +169,45 @@ def test_gpu_count_zero_is_a_cpu_only_run() -> None:
         decode_run({"setup": {"gpu_count": -1}})
     with pytest.raises(InvalidInput, match="at least 1"):
         decode_run({"setup": {"tensor_parallel": 0}})
+
+
+@pytest.mark.parametrize(
+    ("version", "args", "slots", "unified", "per_slot"),
+    [
+        # -np auto (the default from the unified-cache builds, or -np -1): 4 slots share all of -c.
+        ("b7079", {"-c": 16384}, 4, True, 16384),
+        ("b7300", {"-c": 16384, "-np": -1}, 4, True, 16384),
+        # An explicit -np splits -c among the slots unless --kv-unified is given.
+        ("b7300", {"-c": 16384, "-np": 4}, 4, False, 4096),
+        ("b7300", {"-c": 16384, "-np": 4, "--kv-unified": True}, 4, True, 16384),
+        ("b7300", {"-c": 16384, "-np": 4, "-kvu": True}, 4, True, 16384),
+        ("b7300", {"-c": 16384, "-np": -1, "--no-kv-unified": True}, 4, False, 4096),  # auto slots, split cache
+        # Older builds: one slot by default, so the slot has all of -c too.
+        ("b6500", {"-c": 16384}, 1, False, 16384),
+        ("b6500", {"-c": 16384, "-np": 2}, 2, False, 8192),
+        # Unknown version: 1 or 4 slots, but either way one slot may use the whole -c.
+        (None, {"-c": 16384}, None, None, 16384),
+    ],
+)
+def test_llamacpp_slots_and_the_unified_kv_cache_follow_the_version(
+    version: str | None, args: dict[str, Any], slots: int | None, unified: bool | None, per_slot: int
+) -> None:
+    cfg = config("llamacpp", args, version=version, hardware="nvidia-rtx-4090")
+    assert cfg.max_num_seqs.value == slots
+    assert cfg.kv_unified.value is unified
+    assert cfg.context_length.value == per_slot
+
+
+@pytest.mark.parametrize(
+    ("hardware", "gpus", "expected"),
+    [
+        ("nvidia-l4", 1, 32768),  # 24 GiB: at least 23
+        ("nvidia-t4", 1, 4096),  # 16 GiB
+        ("nvidia-t4", 2, 32768),  # Ollama sums the VRAM of every GPU: 32 GiB
+        ("nvidia-l4", 2, 262144),  # 48 GiB: at least 47
+    ],
+)
+def test_ollama_vram_tiers_sum_the_gpus(hardware: str, gpus: int, expected: int) -> None:
+    # server/routes.go (v0.15.5): 47 and 23 GiB of total VRAM, just under 48 and 24.
+    knob = config("ollama", {}, version="0.16.0", hardware=hardware, gpu_count=gpus).context_length
+    assert knob.value == expected
