@@ -50,7 +50,9 @@ Every answer carries a `verdict` and the `verdict_reasons` behind it, each
 
 Missing context is information, not failure: a rule that asks for a field the run lacks
 (MEAS004) is capped at `moderate`, never fails the verdict and never trips
-`advisor submit --fail-on severe`. Its fix names the query parameter, header and CLI flag that
+`advisor submit --fail-on severe`, and at equal severity it ranks below every finding that
+changes the setup (the ranking: severity, then an actionable fix before a request for context,
+then score, then rule ID). Its fix names the query parameter, header and CLI flag that
 supply the field; what the file implies is derived first and noted in `analysis.notes`: the
 concurrency by Little's law (served rate × mean latency), and the bits per weight from llama-bench's
 `model_size × 8 / model_n_params` (a GGUF named F16 whose experts are MXFP4 is judged at its

@@ -1,6 +1,7 @@
 """Evaluate the rules on a :class:`RunContext`, rank the findings and decide the verdict.
 
-Ranking (DESIGN §5): severity, then score = severity × size of the expected gain × confidence,
+Ranking (DESIGN §5): severity, then an actionable fix before a "cannot judge, add X" finding
+(a rule that ``asks_for_context``), then score = severity × size of the expected gain × confidence,
 then rule ID, so the same run always gives the same order. Silence is a feature: findings below
 ``low`` are dropped (and listed in ``findings_suppressed``), and every severity is damped by the
 size of its own expected gain, so a healthy run shows nothing above ``low``.
@@ -69,6 +70,9 @@ class Recommendation:
     docs: str
     rule_status: str
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: The rule asks for missing context ("cannot judge, add X"): at equal severity it ranks below
+    #: every finding that changes the setup. Not part of the public shape.
+    asks_for_context: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -226,6 +230,7 @@ def _recommend(rule: Rule, finding: Finding, severity: Severity, runtime: str | 
         docs=docs_url(rule.id),
         rule_status=str(rule.rule_status),
         details=finding.details,
+        asks_for_context=rule.asks_for_context,
     )
 
 
@@ -303,7 +308,7 @@ def advise(
     slo = check_slos(ctx)
     slo_reasons = [_slo_reason(check) for check in slo if check.met is False]
 
-    recommendations.sort(key=lambda r: (-int(r.severity), -r.score, r.rule_id))
+    recommendations.sort(key=_rank)
     failing = {r.name for r in fail_reasons}
     warn_reasons = [
         _finding_reason(r, Severity.MODERATE if r.rule_status == Status.STABLE else Severity.SEVERE)
@@ -327,6 +332,12 @@ def advise(
         slo=slo,
         missing=ctx.missing,
     )
+
+
+def _rank(rec: Recommendation) -> tuple[int, bool, float, str]:
+    """Severity first; at equal severity an actionable fix before a request for missing context
+    (whatever its score: knowing what to change beats knowing what to add), then score, then ID."""
+    return (-int(rec.severity), rec.asks_for_context, -rec.score, rec.rule_id)
 
 
 def _warns(rec: Recommendation) -> bool:

@@ -14,7 +14,7 @@ from advisor.rules.helpers import (
     ttft_typical,
 )
 from advisor.rules.limits import TTFT_OBJECTIVES
-from advisor.rules.severity import damp
+from advisor.rules.severity import Severity, damp
 
 
 class LongPrompt(Rule):
@@ -63,12 +63,17 @@ class LongPrompt(Rule):
             return None
         uncached = m.uncached_prompt_tokens
         ttft_value, ttft_path = ttft
+        estimate = prefill_ms(ctx, uncached)
+        # Without a prefill rate the TTFT cannot be split: at more than one stream in flight it may
+        # be queueing behind the others' prefills (a closed loop at 32 or 2,048 streams), so the
+        # finding stays a low note rather than telling the user to trim what may not be the cause.
+        unsplit_under_load = estimate is None and (m.concurrency is None or m.concurrency > 1.0)
         severity = damp(
             self.t("prompt_tokens").severity_of(uncached),
             matter_cap(ctx, self.common, TTFT_OBJECTIVES, self.t("ttft_ms"), ttft_value),
+            Severity.LOW if unsplit_under_load else None,
         )
         depth = (ctx.run.workload.kv_depth_tokens or 0.0) + (m.prompt_tokens - uncached)
-        estimate = prefill_ms(ctx, uncached)
         part = min(ttft_value, estimate) if estimate is not None else ttft_value
         kept = uncached * self.p("trim_fraction")
         ratio = prefill_work_ratio(ctx, kept, depth, uncached, depth)
@@ -90,7 +95,15 @@ class LongPrompt(Rule):
             title=(
                 f"Prompts average {fmt(m.prompt_tokens)} tokens{share_note}"
                 + (f" ({fmt(uncached)} uncached)" if uncached < m.prompt_tokens else "")
-                + f": prefill is about {fmt(part, 'ms')} of the {fmt(ttft_value, 'ms')} TTFT"
+                + (
+                    f": prefill is about {fmt(part, 'ms')} of the {fmt(ttft_value, 'ms')} TTFT"
+                    if estimate is not None
+                    else (
+                        f", the TTFT is {fmt(ttft_value, 'ms')}: how much of it is prefill cannot be told "
+                        "without the hardware"
+                        + (f" (and {fmt(m.concurrency)} streams in flight may queue)" if unsplit_under_load else "")
+                    )
+                )
             ),
             evidence=tuple(evidence),
             fix={
