@@ -98,7 +98,8 @@ SPECS: dict[str, EngineSpec] = {
         },
         info="vllm:cache_config_info",
         labelled_gauges={
-            # Why requests wait: no KV blocks free ("capacity") or held back by the scheduler ("deferred").
+            # Why requests wait (vLLM V1): "capacity" is the scheduler's capacity (token budget,
+            # max_num_seqs or KV blocks); "deferred" a transient hold (LoRA budget, KV transfer).
             "waiting_capacity": (Sel("vllm:num_requests_waiting_by_reason", "reason", "capacity"), "sum"),
             "waiting_deferred": (Sel("vllm:num_requests_waiting_by_reason", "reason", "deferred"), "sum"),
         },

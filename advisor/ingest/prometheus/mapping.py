@@ -65,6 +65,13 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
+#: vLLM V1's two reasons (``vllm/v1/metrics/loggers.py``, the gauge's own documentation): "capacity"
+#: is the scheduler's capacity, whichever binds first (the token budget, ``max_num_seqs``, free KV
+#: blocks); "deferred" is a transient hold (LoRA budget, KV transfer, blocked status).
+_CAPACITY = "capacity (waiting for scheduling capacity: token budget, max-num-seqs or KV blocks)"
+_DEFERRED = "deferred (held by a transient constraint: LoRA budget, KV transfer, blocked status)"
+
+
 def telemetry_to_run(telemetry: Telemetry) -> CanonicalRun:
     """The canonical run described by server telemetry (docs/formats.md §9.3, "Prometheus scrapes")."""
     t = telemetry
@@ -127,7 +134,7 @@ def telemetry_to_run(telemetry: Telemetry) -> CanonicalRun:
     if any(gauges[k].max > 0 for k in ("waiting_capacity", "waiting_deferred") if k in gauges):
         parts = [
             f"{reason} mean {gauges[key].mean:g}, max {gauges[key].max:g}"
-            for key, reason in (("waiting_capacity", "capacity (no free KV blocks)"), ("waiting_deferred", "deferred"))
+            for key, reason in (("waiting_capacity", _CAPACITY), ("waiting_deferred", _DEFERRED))
             if key in gauges
         ]
         notes.append("waiting requests by reason (vllm:num_requests_waiting_by_reason): " + "; ".join(parts))

@@ -249,7 +249,11 @@ def test_vllm_v1_prompt_tokens_by_source_give_the_hit_rate_and_the_transfer() ->
     assert fmt == "prometheus"
     assert run.metrics.prefix_cache_hit_rate == pytest.approx(300 / 1000)
     assert any(n.startswith("100 of 1000 prompt tokens arrived by KV transfer") for n in run.source.notes)
-    assert any("capacity (no free KV blocks) mean 5, max 5; deferred mean 1, max 1" in n for n in run.source.notes)
+    assert any(
+        "capacity (waiting for scheduling capacity: token budget, max-num-seqs or KV blocks) mean 5, max 5; "
+        "deferred (held by a transient constraint: LoRA budget, KV transfer, blocked status) mean 1, max 1" in n
+        for n in run.source.notes
+    )
 
 
 @pytest.mark.parametrize(
