@@ -7,6 +7,7 @@ expert would put first. Provenance of the files: tests/fixtures/ingest/PROVENANC
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,89 +19,604 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ingest"
 WORKLOAD_ACTIONS = {"shorten-prompt", "enable-prefix-caching", "reorder-prompt-prefix", "add-capacity"}
 
 
+#: Engine tests: no prompt, prefix or queue advice on any of their runs.
+MICROBENCHMARK_DIRS = ("llama_bench", "llama_batched_bench", "vllm_offline", "sglang_one_batch", "trtllm_bench")
+
+SEVERITIES = ("low", "moderate", "severe", "critical")
+
+
+def _real_files() -> list[str]:
+    """Every row of kind ``real`` in PROVENANCE.md, as ``<format dir>/<file name>``."""
+    files: list[str] = []
+    section = ""
+    for line in (FIXTURES / "PROVENANCE.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+        elif m := re.match(r"\|\s*`([^`]+)`\s*\|\s*real\s*\|", line):
+            files.append(f"{section}/{m.group(1)}")
+    return files
+
+
 class Case(NamedTuple):
     path: str
-    query: str
-    verdict: str
     top: tuple[str, str, str] | None  # rule, severity, action of the first recommendation
+    verdict: str | None
     why: str
+    query: str = ""
+    #: Which runs of the file the top and verdict are asserted on: an index, or None for every run.
+    run: int | None = 0
+    #: Rules that must not speak (a prefill blame on a queue, a failure that was a cancellation).
+    absent: tuple[str, ...] = ()
+    #: The highest severity any finding of the asserted runs may have (a healthy run: "moderate").
+    cap: str | None = None
+    #: Rules that must appear, with the text their title must contain.
+    present: tuple[tuple[str, str], ...] = ()
+
+
+MEAS004 = ("MEAS004", "moderate", "improve-measurement")
+SMALL_SAMPLE = ("MEAS001", "moderate", "improve-measurement")
+
+
+def _id(case: Case) -> str:
+    name: str = case.path.split("/")[-1]
+    return name + ("+context" if case.query else "")
+
+
+def _xfail(case: Case, reason: str) -> Any:
+    return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=reason), id=_id(case) + "-xfail")
 
 
 CASES = [
-    Case(
-        "vllm_bench/vllm-0.25.1-bench-serve-all-requests-failed-opt125m.json",
-        "",
-        "fail",
-        ("MEAS005", "critical", "improve-measurement"),
-        "every request failed: the benchmark measured nothing, and that fails the verdict",
-    ),
-    Case(
-        "vllm_legacy/dstack-2024-11-mi300x-405b-1000qps-mostly-failed.json",
-        "",
-        "fail",
-        ("MEAS005", "critical", "add-capacity"),
-        "98 % of 1,000 requests at 1,000 qps failed: the setup was overrun",
-    ),
-    Case(
-        "llmperf/leaderboard-bedrock-llama2-70b_550_150_summary.json",
-        "",
-        "warn",
-        ("MEAS005", "severe", "add-capacity"),
-        "a third of the requests failed: the other numbers describe a biased sample",
-    ),
+    # --- samples (not real files, kept from the first round) ---
     Case(
         "ollama/ollama_chat.json",
-        "",
-        "warn",
         ("PRE006", "severe", "warm-up-model"),
+        "warn",
         "the model load is 97 % of the TTFT: warm it up, the prompt is not the problem",
     ),
     Case(
-        "ollama/cokacho-gemma4-generate-nonstream-prettyprinted-2026-04.json",
-        "",
-        "warn",
-        ("PRE006", "critical", "warm-up-model"),
-        "13 s of model loading in a 13.9 s TTFT",
-    ),
-    Case(
         "vllm_bench/vllm_bench_serve.json",
-        "",
+        SMALL_SAMPLE,
         "warn",
-        ("MEAS004", "moderate", "improve-measurement"),
-        "no hardware or quantization: say what to add, at most moderate, never fail",
+        "no hardware or quantization: say what to add, at most moderate, never fail; the small sample, "
+        "as severe and something to change, comes first",
+        cap="moderate",
     ),
     Case(
         "llama_bench/llama_bench.json",
-        "",
-        "pass",
         None,
+        "pass",
         "llama-bench pp/tg tests are engine tests: no prompt, prefix or queue advice",
+    ),
+    # --- vllm bench serve / benchmark_serving.py ---
+    Case(
+        "vllm_bench/dstack-2025-09-bench-serve-gpt-oss-120b-pd-1p3d-c128.json",
+        MEAS004,
+        "warn",
+        "gpt-oss-120b at 128 streams, TTFT p50 227 ms, TPOT 10.7 ms: nothing wrong shows; without the GPU "
+        "nothing can be judged, and that is at most moderate",
+        cap="moderate",
+    ),
+    Case(
+        "vllm_bench/vllm-0.25.1-bench-serve-all-requests-failed-opt125m.json",
+        ("MEAS005", "critical", "improve-measurement"),
+        "fail",
+        "every request failed: the benchmark measured nothing, and that fails the verdict",
+    ),
+    Case(
+        "vllm_bench/vllm-0.25.1-bench-sweep-run0-opt125m.json",
+        SMALL_SAMPLE,
+        "warn",
+        "8 requests: a p99 of 8 samples is the maximum, first say the sample is too small",
+        cap="moderate",
+    ),
+    Case(
+        "vllm_bench/vllm-0.25.1-bench-sweep-summary-opt125m.json",
+        SMALL_SAMPLE,
+        "warn",
+        "each of the two sweep points has 8 requests",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "vllm_legacy/dstack-2024-11-mi300x-405b-1000qps-mostly-failed.json",
+        ("MEAS005", "critical", "add-capacity"),
+        "fail",
+        "98 % of 1,000 requests at 1,000 qps failed: the setup was overrun",
+    ),
+    Case(
+        "vllm_legacy/gunther520-2024-11-benchmark_serving-per-request-arrays-llama31-8b.json",
+        SMALL_SAMPLE,
+        "warn",
+        "20 requests sent at once: the percentiles are of 20 samples",
+        cap="moderate",
+    ),
+    Case(
+        "vllm_legacy/llmd-exp7-a100-llmd-1p1d-llama31-8b.json",
+        MEAS004,
+        "warn",
+        "8,000-token prompts and a 1 s TTFT at about 18 streams, no GPU named: the TTFT cannot be split, so "
+        "the prompt advice is only a low note and asking for the hardware comes first",
+        cap="moderate",
+        present=(("PRE001", "cannot be told without the hardware"),),
+    ),
+    Case(
+        "vllm_legacy/llmd-exp7-h100-vllm-2replicas-llama31-8b.json",
+        MEAS004,
+        "warn",
+        "a healthy 8B run with 8,000-token prompts; without the GPU only the missing context is said",
+        cap="moderate",
+    ),
+    Case(
+        "vllm_legacy/llmd-exp7-h100-vllm-2replicas-llama31-8b.json",
+        ("SCH001", "moderate", "lower-batched-tokens"),
+        "warn",
+        "on the H100 the directory names, 8,000-token prompts prefilled in one step stall every stream "
+        "(ITL p99 217 ms against a p50 of 10 ms): a smaller step budget is the fix",
+        query="?hardware=nvidia-h100-sxm&quantization=bf16&runtime=vllm",
+        cap="moderate",
+    ),
+    # --- guidellm ---
+    Case(
+        "guidellm/danielkorat-guidellm-0.5.0dev0-qwen3-4b-thinking-tp4-fp8-concurrent.json",
+        SMALL_SAMPLE,
+        "warn",
+        "a sanity run of 4 requests: nothing can be concluded from its percentiles",
+        cap="moderate",
+        absent=("PRE001",),
+    ),
+    Case(
+        "guidellm/guidellm-0.8.0dev18-v2-report-mock-backend.json",
+        SMALL_SAMPLE,
+        "warn",
+        "a mock backend, two rates of 2 requests each",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "guidellm/jhurlocker-guidellm-0.2-format-llama-3.2-3b-synchronous.yaml",
+        SMALL_SAMPLE,
+        "warn",
+        "14 synchronous requests",
+        cap="moderate",
+    ),
+    Case(
+        "guidellm/rsevilla87-guidellm-0.3-format-qwen3-0.6b-llmd-constant10.json",
+        MEAS004,
+        "warn",
+        "a constant 10 req/s served at 10 req/s: no overload, no queue; only the missing GPU to report",
+        cap="moderate",
+        absent=("PRE007", "MEAS007"),
+    ),
+    # --- SGLang bench_serving ---
+    Case(
+        "sglang_bench/tonyli15-sglang-pd-1p1d-qwen2.5-3b-c64-bench_serving.jsonl",
+        SMALL_SAMPLE,
+        "warn",
+        "100 requests at 64 streams",
+        cap="moderate",
+    ),
+    Case(
+        "sglang_bench/tonyli15-sglang-pd-internode-gh200-a100-bench_serving.jsonl",
+        ("SCH004", "severe", "avoid-disaggregation"),
+        "warn",
+        "a 3B model with 60-token prompts split across two nodes at 8 streams: the KV transfer costs more "
+        "than the isolation gains (TTFT p50 112 ms for 60 tokens)",
+    ),
+    Case(
+        "sglang_bench/tonyli15-sglang0.5.5post3-qwen2.5-3b-agg-c8-bench_serving.jsonl",
+        SMALL_SAMPLE,
+        "warn",
+        "the aggregated baseline: 100 requests at 8 streams, nothing wrong",
+        cap="moderate",
+    ),
+    # --- llmperf ---
+    Case(
+        "llmperf/hongxuan-llama2-7b-chat_550_150_summary.json",
+        SMALL_SAMPLE,
+        "warn",
+        "80 requests",
+        cap="moderate",
+    ),
+    Case(
+        "llmperf/leaderboard-bedrock-llama2-70b_550_150_summary.json",
+        ("MEAS005", "severe", "add-capacity"),
+        "warn",
+        "a third of the requests failed: the other numbers describe a biased sample",
+    ),
+    Case(
+        "llmperf/leaderboard-groq-llama2-70b_550_150_summary.json",
+        MEAS004,
+        "warn",
+        "150 requests, none failed, a hosted API: only the missing setup to report",
+        cap="moderate",
+    ),
+    Case(
+        "llmperf/triton-llm-llama2-7b_550_150_summary.json",
+        SMALL_SAMPLE,
+        "warn",
+        "2 requests",
+        cap="moderate",
+    ),
+    # --- genai-perf / aiperf (gpt-oss reasons: the TTFT is not prefill) ---
+    Case(
+        "genai_perf/wellflat-gptoss20b-vllm-c1-per_request-key-profile_export_genai_perf.json",
+        SMALL_SAMPLE,
+        "warn",
+        "gpt-oss-20b at one stream, 150-token prompts, TTFT 2.1 s: hidden reasoning tokens, not prefill",
+        cap="moderate",
+        absent=("PRE001", "PRE004", "SCH001", "CFG005"),
+        present=(("MEAS007", "first visible token"),),
+    ),
+    Case(
+        "genai_perf/wellflat-gptoss20b-vllm-c1-telemetry-profile_export_genai_perf.json",
+        SMALL_SAMPLE,
+        "warn",
+        "the same setup, 35 requests, TTFT 1.4 s: reasoning tokens again",
+        cap="moderate",
+        absent=("PRE001", "PRE004", "SCH001", "CFG005"),
+        present=(("MEAS007", "first visible token"),),
+    ),
+    Case(
+        "aiperf/aiperf-2025-06-early-schema-profile_export_aiperf.json",
+        MEAS004,
+        "warn",
+        "an early-schema file from a mock server: it names nothing to judge",
+        cap="moderate",
+    ),
+    Case(
+        "aiperf/aiperf-gptoss20b-c100-cancel10-profile_export_aiperf.json",
+        SMALL_SAMPLE,
+        "warn",
+        "89 completed requests at 100 streams; no queue figure, so the reasoning note stays low",
+        cap="moderate",
+        absent=("PRE001",),
+    ),
+    Case(
+        "aiperf/aiperf-qwen3-0.6b-rtx6000ada-c1-profile_export_aiperf.json",
+        SMALL_SAMPLE,
+        "warn",
+        "64 requests at one stream",
+        cap="moderate",
+    ),
+    Case(
+        "aiperf/wellflat-gptoss20b-vllm-c1-profile_export_aiperf.json",
+        SMALL_SAMPLE,
+        "warn",
+        "100 requests of gpt-oss-20b at one stream on an A100 (from the telemetry)",
+        cap="moderate",
+        absent=("PRE001",),
+    ),
+    Case(
+        "aiperf_csv/aiperf-gptoss20b-c100-cancel10-profile_export_aiperf.csv",
+        SMALL_SAMPLE,
+        "warn",
+        "the CSV twin of the 100-stream run",
+        cap="moderate",
+    ),
+    Case(
+        "aiperf_records/aiperf-qwen3-0.6b-rtx6000ada-c1-profile_export.jsonl",
+        SMALL_SAMPLE,
+        "warn",
+        "10 per-request records",
+        cap="moderate",
+    ),
+    Case(
+        "genai_perf_analyze_csv/perf_analyzer-repo-gpt2-triton-vllm-analyze_export_genai_perf-2024-12.csv",
+        MEAS004,
+        "warn",
+        "a five-config sweep of gpt2 with no model, GPU or runtime: say what to add",
+        cap="moderate",
+    ),
+    Case(
+        "genai_perf_csv/cloudai-ai-dynamo-doc-profile_export_genai_perf-isl3000.csv",
+        SMALL_SAMPLE,
+        "warn",
+        "40 requests of 3,000 tokens; without the GPU the 640 ms TTFT cannot be split, no prompt advice above low",
+        cap="moderate",
+    ),
+    # --- inference-perf / llm-d ---
+    Case(
+        "inference_perf/kubecon25-vllm0.11-h100-batch_size-stage_0_lifecycle_metrics.json",
+        SMALL_SAMPLE,
+        "warn",
+        "60 requests at 1 req/s; the 0.03 ms ITL is chunk arrival (MEAS008), said next",
+        cap="moderate",
+        present=(("MEAS008", "not a token gap"),),
+    ),
+    Case(
+        "inference_perf/kubecon25-vllm0.11-h100-batch_size-summary_lifecycle_metrics.json",
+        ("MEAS008", "moderate", "improve-measurement"),
+        "warn",
+        "an ITL p50 of 0.05 ms is the client timing chunks, not tokens",
+        cap="moderate",
+    ),
+    Case(
+        "llmd_report/llmd-guide-wide-ep-lws-br-v0.2-inference-perf-c2048-h200-deepseek-r1.yaml",
+        ("MEAS008", "moderate", "improve-measurement"),
+        "warn",
+        "2,048 streams and an 11 s TTFT: a queue, not a prompt to trim; the ITL is chunk timing",
+        cap="moderate",
+    ),
+    # --- llama-bench, llama-batched-bench and other engine tests ---
+    Case(
+        "llama_bench/asoldano-b8067-rocm-strixhalo-step3.5-flash-q4km.json",
+        MEAS004,
+        "warn",
+        "a model the catalog lacks: engine tests, nothing about prompts",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_bench/kyuz0-b9927-rocm-strixhalo-qwen3.6-27b-q8-curve-generation.jsonl",
+        MEAS004,
+        "warn",
+        "a generation curve of a model the catalog lacks",
+        run=None,
+        cap="moderate",
     ),
     Case(
         "llama_bench/orionzhen-b7951-vulkan-radv-7900xtx-gpt-oss-20b.json",
-        "",
-        "pass",
         None,
+        "pass",
         "84 engine tests of gpt-oss-20b on a 7900 XTX, pp up to 8192: nothing about trimming prompts",
+    ),
+    Case(
+        "llama_bench/orionzhen-b7951-vulkan-radv-7900xtx-gpt-oss-20b.json",
+        None,
+        None,
+        "on every one of the 84 tests, at most a low note",
+        run=None,
+        cap="low",
+    ),
+    Case(
+        "llama_bench/llamacpp-readme-qwen2-7b-q4km-cuda-depth-d512.md.txt",
+        MEAS004,
+        "warn",
+        "the README's table names neither GPU nor model id",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_bench/llamacpp-readme-llama-7b-13b-q4_0-cuda-tg-old-labels.md.txt",
+        MEAS004,
+        "warn",
+        "an older README table, two models, no GPU",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_batched_bench/llamacpp-readme-llama-7b-batched-bench-sample-results.md.txt",
+        MEAS004,
+        "warn",
+        "batched-bench at B 1-32: engine tests with no GPU named",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "vllm_offline/cmontemuino-vllm0.9.1-rocm-mi300x-llama31-8b-bench-latency-bs1-in128-out128-fp16.json",
+        MEAS004,
+        "warn",
+        "vllm bench latency at batch 1: an engine test, no workload advice",
+        cap="moderate",
+    ),
+    Case(
+        "vllm_offline/cmontemuino-vllm0.9.1-rocm-mi300x-llama31-8b-bench-latency-bs8-in128-out128-fp16-slow-first-iter.json",
+        MEAS004,
+        "warn",
+        "vllm bench latency at batch 8 with a slow first iteration",
+        cap="moderate",
+    ),
+    Case(
+        "vllm_offline/zhangxinyuehfad-vllm-nightly-latency_llama8B_tp1-15-iters-dummy-weights.json",
+        MEAS004,
+        "warn",
+        "vLLM's nightly latency test (dummy weights): an engine test with nothing named to judge",
+        cap="moderate",
+    ),
+    Case(
+        "vllm_offline/zhangxinyuehfad-vllm-nightly-throughput_llama8B_tp1-sharegpt-200-dummy-weights.json",
+        MEAS004,
+        "warn",
+        "vLLM's nightly throughput test, 200 ShareGPT prompts at once: offline, no queue or prompt advice",
+        cap="moderate",
+    ),
+    Case(
+        "sglang_one_batch/sglang-gb200-qwen3-30b-a3b-tp1-in1024-out8192-b1-to-64-bench_one_batch.jsonl",
+        MEAS004,
+        "warn",
+        "bench_one_batch at batch 1-64: engine tests",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "trtllm_bench/trtllm-docs-0.17-throughput-trt-engine-llama31-8b-fp8.log",
+        MEAS004,
+        "warn",
+        "trtllm-bench throughput with no GPU named",
+        cap="moderate",
+    ),
+    Case(
+        "trtllm_bench/trtllm-docs-pytorch-multimodal-qwen2-vl-request-details-latency-breakdown.txt",
+        SMALL_SAMPLE,
+        "warn",
+        "10 multimodal requests",
+        cap="moderate",
+    ),
+    # --- llama-server, Ollama ---
+    Case(
+        "llama_server/danbev-llama-server-completion-llama2-7b-q4km-jq.json",
+        MEAS004,
+        "warn",
+        "one /completion on a Mac: no GPU named",
+        cap="moderate",
+    ),
+    Case(
+        "ollama/cokacho-gemma4-generate-nonstream-prettyprinted-2026-04.json",
+        ("PRE006", "critical", "warm-up-model"),
+        "warn",
+        "13 s of model loading in a 13.9 s TTFT",
+    ),
+    Case(
+        "ollama/hank2333-qwen3.5-4b-generate-nonstream-2026-04.json",
+        MEAS004,
+        "warn",
+        "239 ms of loading in a 771 ms TTFT is a low note; the missing GPU is the moderate one",
+        cap="moderate",
+    ),
+    Case(
+        "ollama/kgthepm-mistral-generate-nonstream-2025-03.json",
+        MEAS004,
+        "warn",
+        "a warm call, no GPU named",
+        cap="moderate",
+    ),
+    Case(
+        "ollama/satyamsh04-qwen2.5-coder-7b-generate-powershell-bom-2026-06.json",
+        ("PRE006", "critical", "warm-up-model"),
+        "warn",
+        "10 s of model loading in a 10.4 s TTFT",
+    ),
+    # --- /metrics scrapes ---
+    Case(
+        "prometheus/vllm-0.25.1-cpu-opt125m-idle-metrics.txt",
+        MEAS004,
+        "warn",
+        "an idle server: nothing runs, nothing waits",
+        cap="moderate",
+    ),
+    Case(
+        "prometheus/vllm-0.25.1-cpu-opt125m-loaded-metrics.txt",
+        ("CFG001", "moderate", "tune-runtime-parallelism"),
+        "warn",
+        "64 running at the cap, 64 waiting, KV 11 % full: raise --max-num-seqs, ahead of the missing context",
+        cap="moderate",
+    ),
+    Case(
+        "prometheus/vllm-v1-qwen1.5-0.5b-idle-metrics-2025-11.txt",
+        MEAS004,
+        "warn",
+        "an idle V1 server",
+        cap="moderate",
+    ),
+    # --- console summaries, llmperf responses ---
+    Case(
+        "llmperf_responses/leaderboard-groq-llama2-70b_550_150_individual_responses.json",
+        MEAS004,
+        "warn",
+        "150 responses with no model or concurrency: the summary beside it has them",
+        cap="moderate",
+    ),
+    Case(
+        "llmperf_responses/triton-llm-llama2-7b_550_150_individual_responses.json",
+        SMALL_SAMPLE,
+        "warn",
+        "2 responses",
+        cap="moderate",
+    ),
+    Case(
+        "bench_console/yiliu30-vllm-fork-pp-local-test-res-two-blocks-hash-prefixed.txt",
+        SMALL_SAMPLE,
+        "warn",
+        "32 requests at 32 streams, 2,048-token prompts, TTFT 7 s, no GPU: the TTFT may be a queue, so "
+        "the prompt advice stays a low note",
+        run=None,
+        cap="moderate",
+        present=(("PRE001", "may queue"),),
+    ),
+    # --- wrong today in rules outside this file's owner (engineer D): strict xfails ---
+    _xfail(
+        Case(
+            "llama_bench/lhl-b6865-rocm-gfx1151-llama32-1b-tg128.jsonl",
+            None,
+            "pass",
+            "Llama-3.2-1B Q4_K_M at 193 tok/s on Strix Halo is 57 % of the ceiling: healthy",
+        ),
+        "DEC006 says 17 % of the weights are read from system memory on a unified-memory APU (Strix Halo), "
+        "where GPU memory is system memory",
+    ),
+    _xfail(
+        Case(
+            "llama_bench/lhl-b6865-rocm-gfx1151-quick-test-mixed-stderr.jsonl",
+            None,
+            None,
+            "Llama-3.2-1B tg tests on Strix Halo: no offload finding on a unified-memory APU",
+            run=None,
+            absent=("DEC006",),
+        ),
+        "DEC006 fires on a unified-memory APU (amd-ryzen-ai-max-plus-395)",
+    ),
+    _xfail(
+        Case(
+            "llama_bench/lhl-b6865-rocm-gfx1151-gpt-oss-20b-default-hip.jsonl",
+            None,
+            None,
+            "gpt-oss-20b tg tests on Strix Halo: no 'weights in system memory' on a unified-memory APU",
+            query="?hardware=amd-ryzen-ai-max-plus-395",
+            run=None,
+            absent=("DEC006",),
+        ),
+        "DEC006 fires (up to severe) on a unified-memory APU (amd-ryzen-ai-max-plus-395)",
+    ),
+    _xfail(
+        Case(
+            "llama_bench/brayniac-b5606-cuda-rtx4090-snowpiercer-15b-q3kl.json",
+            None,
+            None,
+            "pp8192 with flash attention off on an RTX 4090 at 3,024 tok/s: '-fa 1' is engine advice worth a "
+            "moderate note, but an engine test's pp time is not a user's TTFT and is never critical",
+            cap="moderate",
+        ),
+        "CFG009 grades an engine test's pp8192 time as a critical TTFT (and labels the flash-attention fix "
+        "raise-batched-tokens)",
+    ),
+    _xfail(
+        Case(
+            "aiperf/aiperf-gptoss20b-c100-cancel10-profile_export_aiperf.json",
+            None,
+            None,
+            "the 11 'failures' are aiperf's deliberate RequestCancellationError (request_cancellation_rate 10): "
+            "not a biased sample",
+            absent=("MEAS005",),
+        ),
+        "the aiperf parser (engineer B) counts the requested cancellations (code 499) in requests_failed",
     ),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.path.split("/")[-1])
+def test_every_real_file_has_a_case() -> None:
+    covered = {(c.values[0] if hasattr(c, "values") else c).path for c in CASES}
+    assert [f for f in _real_files() if f not in covered] == []
+
+
+def _sev(label: str) -> int:
+    return SEVERITIES.index(label)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
 def test_top_recommendation_of_a_real_file(client: Any, case: Case) -> None:
     response = client.post("/api/v1/advise" + case.query, content=(FIXTURES / case.path).read_bytes())
     assert response.status_code == 200, response.text
     body = response.json()
     results: list[dict[str, Any]] = body.get("runs", [body])
-    first = results[0]
-    assert first["verdict"] == case.verdict, (case.why, first["verdict_reasons"])
-    recs = first["recommendations"]
-    top = (recs[0]["rule_id"], recs[0]["severity"], recs[0]["action"]) if recs else None
-    assert top == case.top, (case.why, [(r["rule_id"], r["severity"], r["title"]) for r in recs])
-    if case.verdict != "pass":
-        assert first["verdict_reasons"], "a verdict other than pass says why"
-        assert first["verdict_reasons"][0]["kind"] == "finding"
-    if case.path.startswith("llama_bench/"):
+    checked = results if case.run is None else [results[case.run]]
+    for result in checked:
+        recs = result["recommendations"]
+        seen = [(r["rule_id"], r["severity"], r["title"]) for r in recs]
+        if case.verdict is not None:
+            assert result["verdict"] == case.verdict, (case.why, result["verdict_reasons"], seen)
+            if case.verdict != "pass":
+                assert result["verdict_reasons"], "a verdict other than pass says why"
+                assert result["verdict_reasons"][0]["kind"] == "finding"
+        if case.verdict is not None or case.top is not None:
+            top = (recs[0]["rule_id"], recs[0]["severity"], recs[0]["action"]) if recs else None
+            assert top == case.top, (case.why, seen)
+        assert not {r["rule_id"] for r in recs} & set(case.absent), (case.why, seen)
+        if case.cap is not None:
+            assert all(_sev(r["severity"]) <= _sev(case.cap) for r in recs), (case.why, seen)
+        for rule_id, text in case.present:
+            assert any(r["rule_id"] == rule_id and text in r["title"] for r in recs), (case.why, rule_id, seen)
+    if case.path.split("/")[0] in MICROBENCHMARK_DIRS:
         for result in results:
             actions = {r["action"] for r in result["recommendations"]}
             assert not actions & WORKLOAD_ACTIONS, (result["run"]["source"], actions)
@@ -118,12 +634,13 @@ def test_missing_context_never_trips_a_severe_gate(client: Any) -> None:
     assert "`advisor submit --hardware <id>`" in fix
     assert "?quantization=<id>" in fix
     assert body["verdict"] == "warn"
-    assert body["verdict_reasons"][0] == {
+    reason = next(r for r in body["verdict_reasons"] if r["name"] == "MEAS004")
+    assert reason == {
         "kind": "finding",
         "name": "MEAS004",
         "limit": "moderate",
         "found": "moderate",
-        "text": body["verdict_reasons"][0]["text"],
+        "text": reason["text"],
     }
 
 
@@ -161,20 +678,21 @@ def test_a_gguf_named_f16_with_mxfp4_experts_is_judged_at_its_measured_bits(clie
 
 
 def test_a_vllm_scrape_queued_at_the_sequence_cap_is_told_to_raise_it(client: Any) -> None:
-    """vLLM 0.25.1 /metrics: 64 running, 64 waiting for capacity, the KV cache 11 % full. The cap
-    binds, not memory: raise --max-num-seqs to 128. The scrape names no hardware or catalogued
-    model, so the missing-context finding (moderate, confidence 1) ranks first; the advice that
-    changes the setup is the cap, and nothing speaks of memory."""
+    """vLLM 0.25.1 /metrics: 64 running, 64 waiting for scheduling capacity, the KV cache 11 % full.
+    The cap binds, not memory: raise --max-num-seqs to 128. The scrape names no hardware or
+    catalogued model; the missing-context finding is as severe (moderate) but asks rather than
+    fixes, so the cap ranks first, and nothing speaks of memory."""
     path = FIXTURES / "prometheus" / "vllm-0.25.1-cpu-opt125m-loaded-metrics.txt"
     response = client.post("/api/v1/advise", content=path.read_bytes())
     assert response.status_code == 200, response.text
     first = response.json()["runs"][0] if "runs" in response.json() else response.json()
     recs = first["recommendations"]
     assert [(r["rule_id"], r["severity"], r["action"]) for r in recs] == [
-        ("MEAS004", "moderate", "improve-measurement"),
         ("CFG001", "moderate", "tune-runtime-parallelism"),
+        ("MEAS004", "moderate", "improve-measurement"),
     ], [(r["rule_id"], r["severity"], r["title"]) for r in recs]
-    cap = recs[1]
+    cap = recs[0]
+    assert any("waiting for scheduling capacity" in n for n in first["run"]["source"]["notes"])
     assert cap["title"] == (
         "64 requests run at the sequence cap (max_num_seqs 64, read from the running count) while 64 wait "
         "and the KV cache is 11% full: the cap binds, not memory"
