@@ -25,7 +25,7 @@ from advisor.canonical import SLO, CanonicalRun
 from advisor.errors import InvalidInput, MalformedInput, invalid_from_msgspec
 from advisor.ingest.base import Input
 from advisor.ingest.registry import parse
-from advisor.ingest.side_files import side_file
+from advisor.ingest.side_files import SideReading, apply_side_files, side_file
 
 __all__ = [
     "CONTEXT_FIELDS",
@@ -102,6 +102,8 @@ class ParsedSubmission:
 
 def context_layer(data: dict[str, Any], origin: str) -> SubmissionContext:
     """One layer of context (``origin`` is ``query`` or ``header``, for the error's field)."""
+    if not data:  # the usual case (no query string, no X-Advisor-* header): nothing to convert
+        return SubmissionContext()
     try:
         return msgspec.convert(data, SubmissionContext, strict=False)
     except msgspec.ValidationError as exc:
@@ -191,12 +193,13 @@ def _parse_wrapper_files(
     telemetry: list[CanonicalRun] = []
     scrapes: dict[str, bytes] = {}
     side_notes: list[str] = []
+    readings: list[tuple[str, SideReading]] = []
     for index, item in enumerate(files):
         data = _file_bytes(item, index)
         if item.role in ("metrics_before", "metrics_after"):
             scrapes[item.role] = data
             continue
-        note = _side_file_note(Input(data, file_name=item.name), item, index)
+        note = _side_file_note(Input(data, file_name=item.name), item, index, readings)
         if note is not None:
             side_notes.append(note)
             continue
@@ -228,12 +231,16 @@ def _parse_wrapper_files(
         runs = [combine(run, telemetry[0]) for run in runs]
     for run in runs:
         run.source.notes.extend(side_notes)
+    apply_side_files(runs, readings)
     return ParsedSubmission(fmt, runs, body, content_type, files[0].name, context, slo)
 
 
-def _side_file_note(inp: Input, item: SubmissionFile, index: int) -> str | None:
-    """A note for a side file sent beside the benchmark (kept in the stored body, not read), or None
-    when the file is to be parsed. A file given ``role: "side"`` is kept whatever it is."""
+def _side_file_note(
+    inp: Input, item: SubmissionFile, index: int, readings: list[tuple[str, SideReading]]
+) -> str | None:
+    """A note for a side file sent beside the benchmark (kept in the stored body; read into
+    ``readings`` when it says where the model sits), or None when the file is to be parsed. A file
+    given ``role: "side"`` is kept whatever it is."""
     if item.role not in (None, "side"):
         return None
     recognised = side_file(inp)
@@ -241,6 +248,13 @@ def _side_file_note(inp: Input, item: SubmissionFile, index: int) -> str | None:
         return None
     name = item.name or f"files[{index}]"
     what = recognised.what if recognised is not None else "a side file"
+    if recognised is not None and recognised.read is not None:
+        try:
+            readings.append((name, recognised.read(inp, name)))
+        except InvalidInput as exc:
+            exc.field = f"files[{index}]" + (f".{exc.field}" if exc.field and exc.field != "body" else "")
+            raise
+        return f"side file {name} ({what}) kept with the submission and read"
     return f"side file {name} ({what}) kept with the submission, not read"
 
 

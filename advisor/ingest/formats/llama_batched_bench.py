@@ -14,7 +14,8 @@ T_PP`` with a shared prompt), ``S_TG = B·TG / T_TG``, ``S = N_KV / T``. Mapping
 
 The ``main: n_kv_max = …, n_batch = …`` line above the table (and every JSONL record) gives the
 settings, under llama.cpp's flag names; ``general.name`` and ``file type`` from the loader's log, when
-the file holds it, give the model and the quantization.
+the file holds it, give the model and the quantization, and its "offloaded N/M layers to GPU" line
+``metrics.gpu_resident_share`` (:func:`advisor.ingest.side_files.llamacpp_offload`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source,
 from advisor.errors import IngestError
 from advisor.ingest.base import Input, ParserBase
 from advisor.ingest.formats.llama_bench import quantization_from_model_type
+from advisor.ingest.side_files import llamacpp_offload
 from advisor.ingest.values import as_float, as_int
 
 __all__ = ["PARSERS", "LlamaBatchedBenchParser"]
@@ -109,7 +111,12 @@ class LlamaBatchedBenchParser(ParserBase):
                         rows.append(context | record)
         if not rows:
             raise self.fail("no llama-batched-bench rows (PP | TG | B | N_KV | … table or JSONL)", "body")
-        return rows, []
+        # The loader's lines above the table (a 2>&1 log) say where the model sits.
+        offload = llamacpp_offload(text)
+        if offload is None:
+            return rows, []
+        share, notes = offload
+        return [row | {"gpu_resident_share": share} for row in rows], notes
 
     @staticmethod
     def _context(lines: Sequence[str]) -> dict[str, Any]:
@@ -138,7 +145,7 @@ class LlamaBatchedBenchParser(ParserBase):
         if pl < 1:
             raise IngestError("the batch size B must be at least 1", field=f"{prefix}pl")
         notes: list[str] = []
-        metrics = Metrics()
+        metrics = Metrics(gpu_resident_share=as_float(record.get("gpu_resident_share")))
         if pp > 0 and t_pp > 0:
             metrics.prefill_tok_s = as_float(record.get("speed_pp")) or (pl * pp / t_pp)
             metrics.ttft_ms = Percentiles(mean=t_pp * 1000.0)
