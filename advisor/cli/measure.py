@@ -269,6 +269,10 @@ def _measure_summary(doc: Mapping[str, Any], prefill: float | None, output: str)
     ]
     if extra:
         lines.append("server /metrics: " + ", ".join(f"{k} {fmt(v)}" for k, v in extra))
+    if (share := metrics.get("gpu_resident_share")) is not None:
+        lines.append(
+            f"model in GPU memory: {share:.0%}" + ("" if share >= 1 else " (the rest is read from system RAM)")
+        )
     lines += [f"note: {n}" for n in (run.get("source") or {}).get("notes", [])]
     return "\n".join(lines)
 

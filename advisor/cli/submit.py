@@ -66,8 +66,12 @@ def _file_entry(path: Path, data: bytes, *, role: str | None = None, format_id: 
     return entry
 
 
-def _needs_wrapper(context: Mapping[str, Any], metrics: Sequence[Path]) -> bool:
-    return bool(metrics) or any(isinstance(context.get(k), dict) for k in ("hardware", "model", "quantization"))
+def _needs_wrapper(context: Mapping[str, Any], metrics: Sequence[Path], side: Sequence[Path] = ()) -> bool:
+    return (
+        bool(metrics)
+        or bool(side)
+        or any(isinstance(context.get(k), dict) for k in ("hardware", "model", "quantization"))
+    )
 
 
 def _content_type(path: Path) -> str:
@@ -85,6 +89,7 @@ def _send_files(
     metrics: Sequence[Path],
     format_id: str | None,
     store: bool,
+    side: Sequence[Path] = (),
 ) -> list[tuple[str, dict[str, Any]]]:
     if len(metrics) > 2:
         raise click.BadParameter("give one /metrics scrape, or two (before and after)", param_hint="--metrics")
@@ -96,13 +101,16 @@ def _send_files(
             _file_entry(metrics[0], metrics[0].read_bytes(), role="metrics_before"),
             _file_entry(metrics[1], metrics[1].read_bytes(), role="metrics_after"),
         ]
+    # Side files travel beside every benchmark file, role "side": the server keeps them with the
+    # submission and reads those that say where the model sits (Ollama /api/ps, a llama.cpp log).
+    side_entries = [_file_entry(p, p.read_bytes(), role="side") for p in side]
     answers: list[tuple[str, dict[str, Any]]] = []
     for path in files:
         data = path.read_bytes()
-        if _needs_wrapper(context, metrics):
+        if _needs_wrapper(context, metrics, side):
             wrapper = {
                 "context": dict(context),
-                "files": [_file_entry(path, data, format_id=format_id), *metric_entries],
+                "files": [_file_entry(path, data, format_id=format_id), *metric_entries, *side_entries],
             }
             answer = client.submit_wrapper(wrapper, store=store)
         else:
@@ -143,6 +151,8 @@ Ollama, Prometheus, canonical JSON); context the file lacks comes from the optio
 Examples:
   advisor submit result.json -d chat-prod --hardware nvidia-h100-sxm --fail-on severe
   advisor submit bench.json --metrics before.prom --metrics after.prom -o md
+  advisor submit generate.json --side ps.json    # Ollama /api/ps: where the model sits
+  advisor submit llama-bench.json --side server.log --side notes.txt
   advisor submit llmperf.json --hardware nvidia-l4 --concurrency 12 --prompt-tokens 512
 """
 
@@ -165,6 +175,16 @@ def _submit_like(store: bool) -> click.Command:
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
         help="A /metrics scrape to combine with each file; give it twice for a before/after pair.",
     )
+    @click.option(
+        "--side",
+        "side",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help=(
+            "A side file to send beside each file (repeatable): kept with the submission, and read when it says "
+            "where the model sits (Ollama /api/ps JSON, a llama.cpp server log)."
+        ),
+    )
     @context_options()
     @_workload_options
     @gate_options
@@ -173,12 +193,18 @@ def _submit_like(store: bool) -> click.Command:
     @click.pass_context
     @handle_errors
     def command(
-        ctx: click.Context, /, files: tuple[str, ...], format_id: str | None, metrics: tuple[Path, ...], **params: Any
+        ctx: click.Context,
+        /,
+        files: tuple[str, ...],
+        format_id: str | None,
+        metrics: tuple[Path, ...],
+        side: tuple[Path, ...],
+        **params: Any,
     ) -> None:
         context = {**context_from_options(params), **workload_context(params)}
         paths = expand_files(files)
         with make_client(ctx, params["url"], params["token"], params["timeout"], params["retries"]) as client:
-            answers = _send_files(client, paths, context, metrics=metrics, format_id=format_id, store=store)
+            answers = _send_files(client, paths, context, metrics=metrics, format_id=format_id, store=store, side=side)
             results = _show_answers(answers, params["output"], client.base_url)
         exit_on_gate(ctx, results, params["fail_on"], params["fail_on_verdict"])
 

@@ -422,6 +422,30 @@ class OllamaBackend:
         level = (body.get("details") or {}).get("quantization_level") if isinstance(body, dict) else None
         return {"quantization": level} if level else {}
 
+    def resident_share(self, model: str) -> tuple[float | None, str]:
+        """Where the model sits once the probes ran: ``/api/ps`` ``size_vram / size`` of its entry
+        (``size_vram`` is omitted when 0: all on the CPU), with a note saying what was read."""
+        try:
+            body = _json_body(_call(self.http, "GET", "/api/ps"), "GET /api/ps")
+        except ApiError as exc:
+            return None, f"GET /api/ps failed ({exc.message}): gpu_resident_share unknown"
+        models = body.get("models") if isinstance(body, dict) else None
+        names = {model, f"{model}:latest", model.removesuffix(":latest")}
+        entry = next(
+            (m for m in models or [] if isinstance(m, dict) and ({m.get("name"), m.get("model")} & names)),
+            None,
+        )
+        if entry is None:
+            return None, f"/api/ps does not list {model} after the probes (unloaded?): gpu_resident_share unknown"
+        size, vram = _num(entry.get("size")), _num(entry.get("size_vram", 0))
+        if not size or vram is None or not 0 <= vram <= size:
+            return None, f"/api/ps gives no usable size / size_vram for {model}: gpu_resident_share unknown"
+        share = vram / size
+        return share, (
+            f"gpu_resident_share = {share:.2f} from /api/ps after the probes (size_vram {vram / 2**30:.2f} GiB of "
+            f"size {size / 2**30:.2f} GiB: weights, KV cache and graph)"
+        )
+
     def _options(self, max_tokens: int) -> dict[str, Any]:
         # num_predict caps the answer; Ollama has no ignore_eos, so an early end of sequence is
         # caught (Sample.early_stop) and the request retried.
@@ -506,6 +530,9 @@ class Measurement:
     warmup_ttft_ms: float | None
     started_at: datetime
     ended_at: datetime
+    #: Share of the model in GPU memory as the server reported it after the probes (Ollama
+    #: ``/api/ps``); None when the server does not say.
+    gpu_resident_share: float | None = None
 
     def probe(self, name: str) -> Probe | None:
         return next((p for p in self.probes if p.name == name), None)
@@ -535,6 +562,8 @@ class Measurement:
         if loads:
             metrics["load_ms"] = sum(loads) / len(loads)
         metrics.update((self.telemetry or {}).get("metrics", {}))
+        if self.gpu_resident_share is not None:
+            metrics["gpu_resident_share"] = self.gpu_resident_share
         setup: dict[str, Any] = {"runtime": self.runtime, "model": self.model}
         setup.update({k: v for k, v in self.setup_hints.items() if v is not None})
         setup.update((self.telemetry or {}).get("setup", {}))
@@ -789,6 +818,13 @@ def measure(
             if telemetry and not runtime:
                 runtime = telemetry["engine"]
 
+    resident: float | None = None
+    where = getattr(backend, "resident_share", None)
+    if callable(where):
+        # Asked after the probes: the model is loaded, with the context the probes made it allocate.
+        resident, note = where(model)
+        notes.append(note)
+
     prefill = _prefill(probes, backend.api, notes)
     notes.append(
         f"client-side probe: warm-up discarded ({warmup_ms:.0f} ms for two calls); TTFT to the first "
@@ -806,6 +842,7 @@ def measure(
         warmup_ttft_ms=warmup_ms,
         started_at=started_at,
         ended_at=clock.now(),
+        gpu_resident_share=resident,
     )
 
 
