@@ -22,6 +22,11 @@ Formulas (B = bytes, F = FLOPs, BW = bandwidth in B/s, T = dense FLOP/s of the c
   ``F = 2 × active_params × p + 4 × n_heads × head_dim × Σ_layers Σ_{t=d+1..d+p} attended(t)``
   (the causal quadratic term ≈ ``4 × layers × hidden × (p×d + p²/2)``); time
   ``max(F / T, W_total_read / BW)``: a short prompt still has to stream the weights once.
+  The two terms are kept apart (``Roofline.prefill_attention_flops``): real engines run the
+  matmuls and the attention at different shares of peak (attention kernels at long KV depth reach
+  far less of it than dense GEMMs), so the time a runtime takes is
+  ``F_matmul / (e_m × T) + F_attention / (e_a × T)`` (:func:`prefill_seconds_split`); the ceiling
+  is that time at ``e_m = e_a = 1``.
 """
 
 from __future__ import annotations
@@ -52,9 +57,13 @@ __all__ = [
     "kv_pool_tokens",
     "kv_replication",
     "max_concurrent_sequences",
+    "prefill_attention_flops",
     "prefill_ceiling",
+    "prefill_efficiency",
     "prefill_flops",
+    "prefill_matmul_flops",
     "prefill_seconds",
+    "prefill_seconds_split",
     "tensor_parallel_scale",
     "ttft_floor_ms",
     "weight_bytes",
@@ -231,12 +240,26 @@ def decode_flops_per_token(model: ModelSpec, context_tokens: float) -> float:
     return 2.0 * model.active_params_b * 1e9 + 4.0 * _attention_width(model) * attended
 
 
+def prefill_matmul_flops(model: ModelSpec, prompt_tokens: float) -> float:
+    """The linear (matmul) FLOPs of a prefill: ``2 × active_params × p``, independent of depth."""
+    return 2.0 * model.active_params_b * 1e9 * max(prompt_tokens, 0.0)
+
+
+def prefill_attention_flops(model: ModelSpec, prompt_tokens: float, kv_depth_tokens: float = 0.0) -> float:
+    """The attention FLOPs of a prefill of ``prompt_tokens`` after ``kv_depth_tokens`` cached:
+    ``4 × n_heads × head_dim × Σ_layers Σ_{t=d+1..d+p} attended(t)`` (QKᵀ and AV). For global
+    layers this is ``4 × n_heads × head_dim × layers × (p × d + p × (p + 1) / 2)``: linear in the
+    depth, quadratic in the prompt. 0 when the shape is unknown."""
+    if prompt_tokens <= 0:
+        return 0.0
+    attended = attended_tokens_sum(model, max(kv_depth_tokens, 0.0), prompt_tokens)
+    return 4.0 * _attention_width(model) * attended
+
+
 def prefill_flops(model: ModelSpec, prompt_tokens: float, kv_depth_tokens: float = 0.0) -> float:
     """FLOPs to prefill ``prompt_tokens`` after ``kv_depth_tokens`` already cached:
-    ``2 × active_params × p`` (linear) + ``4 × n_heads × head_dim × Σ attended`` (quadratic)."""
-    linear = 2.0 * model.active_params_b * 1e9 * prompt_tokens
-    attended = attended_tokens_sum(model, kv_depth_tokens, prompt_tokens)
-    return linear + 4.0 * _attention_width(model) * attended
+    :func:`prefill_matmul_flops` (linear) + :func:`prefill_attention_flops` (quadratic)."""
+    return prefill_matmul_flops(model, prompt_tokens) + prefill_attention_flops(model, prompt_tokens, kv_depth_tokens)
 
 
 def tensor_parallel_scale(value: float, tensor_parallel: int, efficiency: float = 1.0) -> float:
@@ -356,6 +379,37 @@ def prefill_seconds(
     return (compute, "compute") if compute >= memory else (memory, "bandwidth")
 
 
+def prefill_seconds_split(
+    *,
+    matmul_flops: float,
+    attention_flops: float,
+    tflops: float,
+    matmul_efficiency: float = 1.0,
+    attention_efficiency: float = 1.0,
+) -> float:
+    """Prefill compute time with one efficiency per term:
+    ``F_matmul / (e_m × T) + F_attention / (e_a × T)``.
+
+    At ``e_m = e_a = 1`` this is the compute term of :func:`prefill_seconds`. The share of peak a
+    runtime reaches is ``1 / ((1 − a) / e_m + a / e_a)`` with ``a`` the attention share of the
+    FLOPs (:func:`prefill_efficiency`)."""
+    flops_per_s = _positive("tflops", tflops) * 1e12
+    matmul = max(matmul_flops, 0.0) / (_positive("matmul_efficiency", matmul_efficiency) * flops_per_s)
+    attention = max(attention_flops, 0.0) / (_positive("attention_efficiency", attention_efficiency) * flops_per_s)
+    return matmul + attention
+
+
+def prefill_efficiency(attention_share: float, matmul_efficiency: float, attention_efficiency: float) -> float:
+    """The share of the compute ceiling a prefill reaches when its matmuls run at
+    ``matmul_efficiency`` and its attention at ``attention_efficiency``, ``a`` being the attention
+    share of its FLOPs: ``1 / ((1 − a) / e_m + a / e_a)`` (a weighted harmonic mean)."""
+    a = min(max(attention_share, 0.0), 1.0)
+    return 1.0 / (
+        (1.0 - a) / _positive("matmul_efficiency", matmul_efficiency)
+        + a / _positive("attention_efficiency", attention_efficiency)
+    )
+
+
 def prefill_ceiling(prompt_tokens: float, seconds: float) -> float:
     """Prompt tokens per second for a prefill lasting ``seconds``."""
     return prompt_tokens / _positive("seconds", seconds)
@@ -425,15 +479,19 @@ def analyse(
     tensor_parallel: int = 1,
     kv_cache_dtype: str = "auto",
     gpu_memory_utilization: float = 0.9,
+    runtime: str | None = None,
 ) -> Roofline:
     """The whole roofline for one setup and workload (see :func:`_analyse`).
+
+    ``runtime`` sizes the KV pool the way that engine does (:func:`kv_pool_bytes`: its reserve,
+    and TensorRT-LLM's fraction of what is left after the weights); None means vLLM's semantics.
 
     Memoised: the specs are frozen and the result is immutable, and every analysed run asks for
     its own roofline and those of its what-ifs, mostly the same few setups over and over.
     """
     args = (
         hw, model, quant, prompt_tokens, output_tokens, kv_depth_tokens, concurrency, tensor_parallel,
-        kv_cache_dtype, gpu_memory_utilization,
+        kv_cache_dtype, gpu_memory_utilization, runtime,
     )  # fmt: skip
     try:
         return _analyse_cached(*args)
@@ -452,6 +510,7 @@ def _analyse(
     tensor_parallel: int,
     kv_cache_dtype: str,
     gpu_memory_utilization: float,
+    runtime: str | None = None,
 ) -> Roofline:
     """The whole roofline for one setup and workload.
 
@@ -503,7 +562,8 @@ def _analyse(
 
     per_token = kv_bytes_per_token(model, kv_cache_dtype)
     at_context = kv_bytes(model, context, kv_cache_dtype)
-    kv_decode = kv_bytes(model, decode_context, kv_cache_dtype) or 0.0
+    kv_decode_known = kv_bytes(model, decode_context, kv_cache_dtype)
+    kv_decode = kv_decode_known or 0.0
     flops_token = decode_flops_per_token(model, decode_context)
 
     single, _ = decode_ceiling_batch(
@@ -542,9 +602,11 @@ def _analyse(
 
     ttft: float | None = None
     flops: float | None = None
+    attention_flops: float | None = None
     prefill_bound: Literal["compute", "bandwidth"] = "compute"
     if prompt_count > 0:
-        flops = prefill_flops(model, prompt_count, depth)
+        attention_flops = prefill_attention_flops(model, prompt_count, depth)
+        flops = prefill_matmul_flops(model, prompt_count) + attention_flops
         # A prompt larger than the batch touches every expert, but never more than all weights.
         read = min(weights_read_per_step(model, quant, prompt_count), resident)
         seconds, prefill_bound = prefill_seconds(
@@ -565,6 +627,7 @@ def _analyse(
             gpu_memory_utilization=gpu_memory_utilization,
             weight_bytes_resident=resident,
             tensor_parallel=tp,
+            runtime=runtime,
         )
         replication = kv_replication(model, tp)
         if per_token:
@@ -607,6 +670,8 @@ def _analyse(
         tensor_parallel=tp,
         kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization,
+        prefill_attention_flops=attention_flops,
+        decode_kv_bytes_per_sequence=kv_decode_known,
     )
 
 

@@ -324,6 +324,20 @@ class Roofline:
     tensor_parallel: int
     kv_cache_dtype: str
     gpu_memory_utilization: float
+    #: The attention (quadratic) part of ``prefill_flops``; the rest is the matmuls
+    #: (``2 × active_params × prompt``). None without a prompt.
+    prefill_attention_flops: float | None = None
+    #: KV bytes one stream reads per decode step at ``decode_context_tokens`` (sliding windows
+    #: capped); None when the model's shape is unknown.
+    decode_kv_bytes_per_sequence: float | None = None
+
+    @property
+    def prefill_attention_share(self) -> float | None:
+        """``prefill_attention_flops / prefill_flops``: how much of the prefill is attention
+        (grows with KV depth and prompt length); None without a prompt."""
+        if self.prefill_attention_flops is None or not self.prefill_flops:
+            return None
+        return self.prefill_attention_flops / self.prefill_flops
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
