@@ -17,9 +17,19 @@ trees carry the detail; for rows outside it the base's shape carries the predict
   platform, so each cell (hardware kind × runtime family: CUDA llama.cpp, Metal llama.cpp, a GPU
   server, ...) scales ``t0`` by ``exp(u)``, with a ridge penalty :data:`CELL_PENALTY` pulling ``u``
   to 0: a cell seen in training gets its own overhead, an unseen one the shared value.
-* **Everything else** (prefill, TTFT, ITL tails): one efficiency per cell, shrunk the same way
-  (``log(measured / reference) = p + u[cell]``). For ``prefill_tok_s`` the reference is corrected
-  first where the physics only *estimated* the device's compute (:func:`compute_correction`).
+* **Prefill** (``prefill_tok_s``): the matmuls and the attention run at different shares of peak
+  (:func:`advisor.physics.roofline.prefill_seconds_split`), so with ``a`` the attention share of
+  the prefill FLOPs (``prefill_attention_share``, which grows with KV depth)::
+
+      log(measured / C) = p + u[cell] - log(1 + a × (exp(q) - 1))
+
+  ``exp(p + u)`` is the matmul efficiency of the cell and ``exp(q)`` how many times slower per
+  FLOP the attention runs (``e_m / e_a``, shared). At depth 0 and a short prompt (``a ≈ 0``) this
+  is one efficiency per cell; at 32k depth the attention term carries the prediction, from the
+  shape rather than from a leaf. The reference is corrected first where the physics only
+  *estimated* the device's compute (:func:`compute_correction`).
+* **Everything else** (TTFT, ITL tails): one efficiency per cell, shrunk the same way
+  (``log(measured / reference) = p + u[cell]``).
 
 The base is plain numbers (stored in the artifact as a dict, no code), evaluated with numpy for
 batches and in plain Python for a few rows.
@@ -68,6 +78,8 @@ MAX_ROWS = 20_000
 _IDX = {name: i for i, name in enumerate(FEATURES)}
 _DECODE = "decode"
 _EFFICIENCY = "efficiency"
+_PREFILL = "prefill"
+_N_SHARED = {_DECODE: 3, _EFFICIENCY: 1, _PREFILL: 2}
 
 
 def cell_of(kind: object, family: object) -> str:
@@ -111,6 +123,7 @@ class _Inputs:
     log_ceiling: npt.NDArray[np.float64]
     batch: npt.NDArray[np.float64]
     correction: npt.NDArray[np.float64]
+    attention: npt.NDArray[np.float64]
 
     @classmethod
     def of_frame(cls, frame: pd.DataFrame, *, corrected: bool) -> _Inputs:
@@ -136,18 +149,21 @@ class _Inputs:
                 strict=True,
             )
             correction = np.array([compute_correction(*c) for c in columns], dtype=np.float64)
+        attention = np.clip(np.nan_to_num(frame["prefill_attention_share"].to_numpy(dtype=np.float64), nan=0.0), 0, 1)
         return cls(
             cell,
             frame["log_decode_ceiling"].to_numpy(dtype=np.float64),
             np.exp(np.nan_to_num(concurrency, nan=0.0)),
             correction,
+            attention,
         )
 
 
 @dataclass(frozen=True)
 class PhysicalBase:
     """A fitted base (see the module docstring). ``params`` are ``(log 1/e, log t0, log t1)`` for
-    the decode shape and ``(p,)`` for the efficiency shape; ``cells`` the per-cell offsets."""
+    the decode shape, ``(p, q)`` for the prefill shape (log matmul efficiency, log attention
+    slowdown) and ``(p,)`` for the efficiency shape; ``cells`` the per-cell offsets."""
 
     shape: str
     params: tuple[float, ...]
@@ -161,6 +177,8 @@ class PhysicalBase:
             ceiling = np.exp(x.log_ceiling)
             overhead = np.exp(params[1] + u) + np.exp(params[2]) * (x.batch - 1.0)
             return x.correction - np.log(np.exp(params[0]) + ceiling * overhead)
+        if self.shape == _PREFILL:
+            return x.correction + params[0] + u - np.log1p(x.attention * np.expm1(params[1]))
         return x.correction + params[0] + u
 
     def predict_frame(self, frame: pd.DataFrame) -> npt.NDArray[np.float64]:
@@ -195,6 +213,10 @@ class PhysicalBase:
             ceiling = math.exp(float(row[_IDX["log_decode_ceiling"]]))  # type: ignore[arg-type]
             overhead = math.exp(p[1] + u) + math.exp(p[2]) * (batch - 1.0)
             return correction - math.log(math.exp(p[0]) + ceiling * overhead)
+        if self.shape == _PREFILL:
+            share = float(row[_IDX["prefill_attention_share"]])  # type: ignore[arg-type]
+            share = 0.0 if math.isnan(share) else min(max(share, 0.0), 1.0)
+            return correction + p[0] + u - math.log1p(share * math.expm1(p[1]))
         return correction + p[0] + u
 
     # ------------------------------------------------------------------ storage
@@ -211,10 +233,10 @@ class PhysicalBase:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PhysicalBase:
         shape = str(data["shape"])
-        if shape not in (_DECODE, _EFFICIENCY):
+        if shape not in _N_SHARED:
             raise ValueError(f"unknown base shape {shape!r}")
         params = tuple(float(v) for v in data["params"])
-        if len(params) != (3 if shape == _DECODE else 1):
+        if len(params) != _N_SHARED[shape]:
             raise ValueError(f"a {shape} base has {len(params)} parameters")
         cells = {str(k): float(v) for k, v in dict(data["cells"]).items()}
         return cls(shape, params, cells, bool(data.get("corrected", False)))
@@ -225,7 +247,7 @@ def fit_base(
 ) -> PhysicalBase:
     """Fit the base of ``target`` on feature rows, log ratios and weights (see the module
     docstring): Levenberg-Marquardt on the weighted log residuals plus the cell penalty."""
-    shape = _DECODE if target == "decode_tok_s" else _EFFICIENCY
+    shape = {"decode_tok_s": _DECODE, "prefill_tok_s": _PREFILL}.get(target, _EFFICIENCY)
     corrected = target == "prefill_tok_s"
     if len(frame) > MAX_ROWS:
         # A dozen parameters: a fixed random sample determines them as well as every row does,
@@ -236,7 +258,7 @@ def fit_base(
     names, codes = np.unique(x.cell, return_inverse=True)
     kind_names, kind_codes = np.unique([_kind_level(c) for c in names.tolist()], return_inverse=True)
     n_cells = len(names)
-    n_shared = 3 if shape == _DECODE else 1
+    n_shared = _N_SHARED[shape]
     template = PhysicalBase(shape, (0.0,) * n_shared, {}, corrected)
     sw = np.sqrt(weight / weight.mean())
     scale = math.sqrt(CELL_PENALTY)
@@ -250,6 +272,9 @@ def fit_base(
     if shape == _DECODE:
         # 1/e = 1.2, t0 = 5 ms, t1 = 0.3 ms: the order of magnitude llama.cpp shows on a GPU.
         start = np.array([math.log(1.2), math.log(0.005), math.log(0.0003)])
+    elif shape == _PREFILL:
+        # Attention at half the matmul efficiency: the order llama.cpp shows at long depth.
+        start = np.array([float(np.average(y - x.correction, weights=weight)), math.log(2.0)])
     else:
         start = np.array([float(np.average(y - x.correction, weights=weight))])
     x0 = np.concatenate([start, np.zeros(n_cells + len(kind_names))])

@@ -61,6 +61,8 @@ NUMERIC: tuple[str, ...] = (
     "kv_read_share",
     "log_decode_ceiling",
     "decode_compute_bound",
+    # Last, so the column positions of artifacts fitted before it are unchanged.
+    "prefill_attention_share",
 )
 FEATURES: tuple[str, ...] = CATEGORICAL + NUMERIC
 
@@ -112,6 +114,12 @@ def _log1p(value: float | None) -> float:
     return math.log1p(value) if value is not None and value >= 0 else math.nan
 
 
+def _share(value: float | None) -> float:
+    # Without a prompt the prefill ceiling is the long-prompt asymptote of the matmul term alone
+    # (advisor.physics.analyse): no attention in it.
+    return value if value is not None and math.isfinite(value) else 0.0
+
+
 def feature_row(item: FeatureInput) -> tuple[object, ...]:
     """One row of :data:`FEATURES` (categoricals as str/None, numerics as float/NaN).
 
@@ -122,14 +130,21 @@ def feature_row(item: FeatureInput) -> tuple[object, ...]:
     * ``kv_read_share``: the share of bytes a batch-1 decode step reads that is KV cache.
     * ``log_decode_ceiling``: the per-stream ceiling itself; a fixed per-token cost weighs more as
       the ceiling rises (small models on fast GPUs reach a smaller share of it).
+    * ``prefill_attention_share``: the attention part of the prefill FLOPs
+      (:attr:`advisor.physics.Roofline.prefill_attention_share`), which grows with KV depth and
+      prompt length; the prefill base gives it its own efficiency (:mod:`advisor.ml.base`); 0
+      without a prompt (the ceiling is then the matmul asymptote).
     """
     roof = item.roofline
     tp = max(roof.tensor_parallel, 1)
     runtime = item.runtime.strip().lower() if item.runtime else None
     kv_share = math.nan
-    if roof.kv_bytes_per_token is not None and roof.decode_bound == "bandwidth":
-        weights_time = roof.active_weight_bytes / (roof.mem_bandwidth_gb_s * 1e9)
-        kv_share = min(max(1.0 - weights_time * roof.decode_ceiling_tok_s, 0.0), 1.0)
+    kv = roof.decode_kv_bytes_per_sequence
+    if roof.kv_bytes_per_token is not None and kv is not None:
+        # Bytes, not time: the same share whether the step is bandwidth- or compute-bound (a
+        # share that went missing when more bandwidth made a step compute-bound let the trees
+        # predict less decode for more bandwidth).
+        kv_share = min(max(kv / (roof.active_weight_bytes + kv), 0.0), 1.0) if kv > 0 else 0.0
     model, quant, hw = item.model, item.quant, item.hardware
     return (
         runtime,
@@ -153,6 +168,7 @@ def feature_row(item: FeatureInput) -> tuple[object, ...]:
         kv_share,
         _log(roof.decode_ceiling_batch_tok_s),
         float(roof.decode_bound == "compute"),
+        _share(roof.prefill_attention_share),
     )
 
 

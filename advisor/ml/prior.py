@@ -36,6 +36,14 @@ records ``measured / ceiling``:
   the catalog's (``advisor/catalog/data/hardware_compute.csv``: Apple, DGX Spark, Strix Halo,
   CPUs...), so no published row is estimated any more and the cell is empty; an inline device
   with bandwidth only falls back to its kind's cell against the conservative stand-in.
+* Prefill has two efficiencies, one for the matmuls and one for the attention
+  (:func:`advisor.physics.roofline.prefill_efficiency`): with ``a`` the attention share of the
+  prompt's FLOPs, ``expected = ceiling × e / (1 + a × (r - 1))``, ``e`` the cell's matmul
+  efficiency and ``r`` (:data:`PREFILL_ATTENTION_SLOWDOWN`) how many times more time per FLOP the
+  attention takes. ``r`` is calibrated once over every prefill row (the value whose depth
+  correction leaves the least squared log spread around the cells' medians; the rows at 4k-32k KV
+  depth and 4k-8k prompts decide it), and each row's efficiency is taken back to its matmul
+  equivalent, ``measured / ceiling × (1 + a × (r - 1))``, before the cell's percentiles.
 * Each cell keeps the median and the 10th/90th percentiles (``statistics.quantiles``, inclusive).
   Cells with fewer than 10 observations take the wider of their own and the pooled band of their
   hardware kind, so a thin cell never claims more certainty than the pool. Missing cells fall back
@@ -53,6 +61,7 @@ after the prefill at the server-prefill efficiency). ITL = 1000 / decode.
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -61,15 +70,19 @@ from dataclasses import dataclass
 from advisor.ml.dataset import catalog_hardware_lookup, catalog_model_shape, load_public_rows, public_observations
 from advisor.ml.expectations import Band, Expectations, physical_band
 from advisor.physics import HardwareSpec, ModelSpec, Roofline
+from advisor.physics.roofline import prefill_efficiency
 
 __all__ = [
     "DECODE_EFFICIENCY",
     "ESTIMATED_WIDENING",
+    "PREFILL_ATTENTION_SLOWDOWN",
     "PREFILL_EFFICIENCY",
     "PRIOR_MODEL_VERSION",
     "RUNTIME_FAMILY",
     "TTFT_OVERHEAD_MS",
     "EfficiencyPrior",
+    "attention_factor",
+    "attention_slowdown",
     "calibrate",
     "efficiency_prior",
     "prior_expectations",
@@ -111,24 +124,26 @@ class EfficiencyPrior:
 # key: (runtime family, hardware kind); "*" pools every family / kind.
 DECODE_EFFICIENCY: dict[tuple[str, str], EfficiencyPrior] = {
     ("llamacpp", "apple_soc"): EfficiencyPrior(0.719, 0.443, 0.851, 127),
-    ("llamacpp", "cpu"): EfficiencyPrior(0.305, 0.100, 0.772, 42),
+    ("llamacpp", "cpu"): EfficiencyPrior(0.522, 0.194, 1.008, 42),
     ("llamacpp", "gpu"): EfficiencyPrior(0.717, 0.467, 0.908, 254),
     ("mlx", "apple_soc"): EfficiencyPrior(0.804, 0.442, 0.851, 9),
     ("server", "gpu"): EfficiencyPrior(0.489, 0.318, 0.907, 4),
-    ("*", "*"): EfficiencyPrior(0.706, 0.413, 0.879, 436),
+    ("*", "*"): EfficiencyPrior(0.708, 0.439, 0.883, 436),
     ("*", "apple_soc"): EfficiencyPrior(0.724, 0.442, 0.851, 136),
-    ("*", "cpu"): EfficiencyPrior(0.305, 0.100, 0.772, 42),
+    ("*", "cpu"): EfficiencyPrior(0.522, 0.194, 1.008, 42),
     ("*", "gpu"): EfficiencyPrior(0.712, 0.460, 0.907, 258),
 }
+#: Attention time per FLOP ÷ matmul time per FLOP in prefill (see the module docstring).
+PREFILL_ATTENTION_SLOWDOWN = 3.4841
 PREFILL_EFFICIENCY: dict[tuple[str, str], EfficiencyPrior] = {
-    ("llamacpp", "apple_soc"): EfficiencyPrior(0.673, 0.532, 0.758, 122),
-    ("llamacpp", "cpu"): EfficiencyPrior(0.182, 0.021, 0.952, 42),
-    ("llamacpp", "gpu"): EfficiencyPrior(0.297, 0.178, 0.790, 246),
-    ("server", "gpu"): EfficiencyPrior(0.459, 0.178, 0.789, 1),
-    ("*", "*"): EfficiencyPrior(0.384, 0.169, 0.774, 411),
-    ("*", "apple_soc"): EfficiencyPrior(0.673, 0.532, 0.758, 122),
-    ("*", "cpu"): EfficiencyPrior(0.182, 0.021, 0.952, 42),
-    ("*", "gpu"): EfficiencyPrior(0.297, 0.178, 0.789, 247),
+    ("llamacpp", "apple_soc"): EfficiencyPrior(0.712, 0.552, 0.805, 122),
+    ("llamacpp", "cpu"): EfficiencyPrior(0.324, 0.163, 0.710, 42),
+    ("llamacpp", "gpu"): EfficiencyPrior(0.368, 0.209, 0.884, 246),
+    ("server", "gpu"): EfficiencyPrior(0.509, 0.210, 0.884, 1),
+    ("*", "*"): EfficiencyPrior(0.431, 0.221, 0.838, 411),
+    ("*", "apple_soc"): EfficiencyPrior(0.712, 0.552, 0.805, 122),
+    ("*", "cpu"): EfficiencyPrior(0.324, 0.163, 0.710, 42),
+    ("*", "gpu"): EfficiencyPrior(0.368, 0.210, 0.884, 247),
 }
 # ---------------------------------------------------------------------------------------------
 
@@ -159,9 +174,22 @@ def efficiency_prior(
     raise LookupError("efficiency table has no ('*', '*') cell")
 
 
-def _band(ceiling: float, prior: EfficiencyPrior) -> Band:
-    """Ceiling × efficiency, never above the ceiling (a cell's 90th percentile can exceed 1)."""
-    return physical_band(ceiling * prior.median, ceiling * prior.p10, ceiling * prior.p90, ceiling, rate=True)
+def _band(ceiling: float, prior: EfficiencyPrior, scale: float = 1.0) -> Band:
+    """Ceiling × efficiency × ``scale``, never above the ceiling (a cell's 90th percentile can
+    exceed 1)."""
+    top = ceiling * scale
+    return physical_band(top * prior.median, top * prior.p10, top * prior.p90, ceiling, rate=True)
+
+
+def attention_factor(roofline: Roofline, slowdown: float | None = None) -> float:
+    """``1 / (1 + a × (r - 1))``: the share of the matmul-rate prefill a prompt keeps when its
+    attention (share ``a`` of the FLOPs, :attr:`Roofline.prefill_attention_share`) runs ``r``
+    times slower per FLOP (:data:`PREFILL_ATTENTION_SLOWDOWN`). 1 without a prompt."""
+    share = roofline.prefill_attention_share
+    r = PREFILL_ATTENTION_SLOWDOWN if slowdown is None else slowdown
+    if share is None or not math.isfinite(share):
+        return 1.0
+    return prefill_efficiency(share, 1.0, 1.0 / r)
 
 
 def _prefill_kind(roofline: Roofline, hardware_kind: str) -> str:
@@ -195,7 +223,7 @@ def prior_expectations(roofline: Roofline, *, runtime: str | None, hardware_kind
         prefill_prior, prefill_key = efficiency_prior(
             PREFILL_EFFICIENCY, family, _prefill_kind(roofline, hardware_kind)
         )
-        prefill = _band(roofline.prefill_ceiling_tok_s, prefill_prior)
+        prefill = _band(roofline.prefill_ceiling_tok_s, prefill_prior, attention_factor(roofline))
         if roofline.prefill_tflops_estimated:
             # The compute figure is the physics' stand-in: widen the band around the median by
             # ESTIMATED_WIDENING in log space (the ceiling itself is uncertain).
@@ -253,18 +281,31 @@ def calibrate(
 
     ``model_shape`` maps the CSV's model name to a spec with layer/head shapes (None: counts
     only); ``hardware_lookup`` (the catalog) supplies compute figures for rows without one, as
-    predictions use them. Returns ``{"decode": {...}, "prefill": {...}}`` keyed like the constants. The rows
+    predictions use them. Returns ``{"decode": {...}, "prefill": {...}, "attention": {("*", "*"): r}}``
+    keyed like the constants (``r``, :data:`PREFILL_ATTENTION_SLOWDOWN`, as a degenerate cell). The rows
     become observations through :func:`advisor.ml.dataset.public_observations`, which the fitted
     model's training data shares.
     """
     observed: dict[str, dict[tuple[str, str], list[float]]] = {"decode": {}, "prefill": {}}
     lower_bounds: dict[str, dict[tuple[str, str], list[float]]] = {"decode": {}, "prefill": {}}
-    for item in public_observations(rows, model_shape, hardware_lookup):
+    shares: dict[tuple[str, str], list[float]] = {}
+    items = list(public_observations(rows, model_shape, hardware_lookup))
+    for item in items:
         kind = _prefill_kind(item.roofline, item.kind) if item.phase == "prefill" else item.kind
         # Rows measured at an unknown batch are judged against the batch-1 ceiling, which is too
         # high for them: they only say how low efficiency can go, so they widen the band's low end.
         target = lower_bounds if item.batch_unknown else observed
         target[item.phase].setdefault((item.family, kind), []).append(item.efficiency)
+        if item.phase == "prefill" and not item.batch_unknown:
+            shares.setdefault((item.family, kind), []).append(item.roofline.prefill_attention_share or 0.0)
+    slowdown = attention_slowdown(
+        {key: list(zip(observed["prefill"][key], shares[key], strict=True)) for key in shares}
+    )
+    # Each prefill efficiency as its matmul equivalent: what it would be without the attention.
+    observed["prefill"] = {
+        key: [e / prefill_efficiency(a, 1.0, 1.0 / slowdown) for e, a in zip(values, shares[key], strict=True)]
+        for key, values in observed["prefill"].items()
+    }
 
     tables: dict[str, dict[tuple[str, str], EfficiencyPrior]] = {}
     for phase, cells in observed.items():
@@ -284,7 +325,30 @@ def calibrate(
                 prior = table[key]
                 table[key] = EfficiencyPrior(prior.median, min(prior.p10, *values), prior.p90, prior.n)
         tables[phase] = table
+    tables["attention"] = {("*", "*"): EfficiencyPrior(slowdown, slowdown, slowdown, len(items))}
     return tables
+
+
+#: Attention slowdowns :func:`attention_slowdown` tries: 1 (as fast per FLOP as the matmuls) to 20.
+SLOWDOWN_GRID = tuple(round(math.exp(i * math.log(20.0) / 300), 4) for i in range(301))
+
+
+def attention_slowdown(cells: Mapping[tuple[str, str], list[tuple[float, float]]]) -> float:
+    """The ``r`` of ``efficiency = e_cell / (1 + a × (r - 1))`` that leaves the least squared log
+    residual around each cell's mean log matmul efficiency (``cells``: per calibration cell, the
+    rows' ``(measured / ceiling, attention share)``). A grid search over :data:`SLOWDOWN_GRID`:
+    one parameter, and the cells' means follow in closed form. 1 when no row has attention."""
+    best, best_loss = 1.0, math.inf
+    for r in SLOWDOWN_GRID:
+        loss = 0.0
+        for pairs in cells.values():
+            logs = [math.log(e) + math.log1p(a * (r - 1.0)) for e, a in pairs if e > 0]
+            if len(logs) > 1:
+                mean = sum(logs) / len(logs)
+                loss += sum((v - mean) ** 2 for v in logs)
+        if loss < best_loss - 1e-12:
+            best, best_loss = r, loss
+    return best
 
 
 def _format_table(table: Mapping[tuple[str, str], EfficiencyPrior]) -> str:
@@ -314,6 +378,9 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - offline calibration ent
     else:
         tables = calibrate(load_public_rows(), model_shape, lookup)
     for phase, table in tables.items():
+        if phase == "attention":
+            print(f"PREFILL_ATTENTION_SLOWDOWN = {table['*', '*'].median}")
+            continue
         print(f"{phase.upper()}_EFFICIENCY = {{\n{_format_table(table)}\n}}")
     return 0
 

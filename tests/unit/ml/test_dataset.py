@@ -19,7 +19,7 @@ from advisor.ml.dataset import (
     load_public_rows,
     reference,
 )
-from advisor.ml.prior import DECODE_EFFICIENCY, PREFILL_EFFICIENCY, calibrate
+from advisor.ml.prior import DECODE_EFFICIENCY, PREFILL_ATTENTION_SLOWDOWN, PREFILL_EFFICIENCY, calibrate
 from advisor.physics import analyse
 
 
@@ -41,6 +41,7 @@ def test_prior_constants_still_come_out_of_the_shared_observations() -> None:
             assert got.n == cell.n, key
             assert round(got.median, 3) == cell.median, key
             assert (round(got.p10, 3), round(got.p90, 3)) == (cell.p10, cell.p90), key
+    assert tables["attention"]["*", "*"].median == PREFILL_ATTENTION_SLOWDOWN
 
 
 def test_public_observations_by_target_and_source(public_observations: list[Observation]) -> None:
