@@ -21,8 +21,10 @@ __all__ = [
     "MAX_CONCURRENT_BULK",
     "MAX_ID",
     "MAX_QUERY_VALUE",
+    "BulkGate",
     "InputLimitsMiddleware",
     "check_request",
+    "timed_receive",
 ]
 
 #: The largest id a BIGINT (Postgres) or INTEGER (SQLite) primary key holds.
@@ -93,45 +95,85 @@ def _check_value(value: str, field: str, limit: int) -> None:
         raise InvalidInput("must not contain NUL characters", field=field)
 
 
+class BulkGate:
+    """At most :data:`MAX_CONCURRENT_BULK` bulk requests at once in this worker: ``with gate:``
+    around one, which raises :class:`Overloaded` (503 with Retry-After) past the bound."""
+
+    def __init__(self) -> None:
+        self.active = 0
+
+    def __enter__(self) -> None:
+        if self.active >= MAX_CONCURRENT_BULK:
+            raise Overloaded(f"{self.active} bulk requests are being stored; retry later", field="body")
+        self.active += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.active -= 1
+
+
+def timed_receive(client_receive: Receive) -> Receive:
+    """``receive`` with a bound on each body chunk.
+
+    A client that sends headers and then trickles (or never sends) its body holds a connection and
+    a task: each chunk must arrive within :data:`BODY_READ_TIMEOUT_S`, else 408. Once the body is
+    complete, receive() only waits for a disconnect, untimed.
+
+    The bound is a plain timer that cancels the waiting task (as ``asyncio.timeout`` does, at a
+    third of its cost: this runs for every request): a cancellation it did not cause is passed on.
+    """
+    body_done = False
+
+    async def receive() -> ReceiveMessage:
+        nonlocal body_done
+        if body_done:
+            return await client_receive()
+        task = asyncio.current_task()
+        if task is None:  # pragma: no cover - receive() always runs in a task
+            raise RuntimeError("receive() outside a task")
+        cancelling = task.cancelling()
+        fired: list[bool] = []
+        timer = asyncio.get_running_loop().call_later(BODY_READ_TIMEOUT_S, _expire, task, fired)
+        try:
+            message = await client_receive()
+        except asyncio.CancelledError:
+            if fired and task.uncancel() <= cancelling:
+                raise HTTPException(
+                    status_code=408, detail=f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s"
+                ) from None
+            raise
+        finally:
+            timer.cancel()
+        body_done = message["type"] != "http.request" or not message.get("more_body", False)
+        return message
+
+    return receive
+
+
+def _expire(task: asyncio.Task[object], fired: list[bool]) -> None:
+    fired.append(True)
+    task.cancel()
+
+
 class InputLimitsMiddleware(ASGIMiddleware):
-    """Applies :func:`check_request` to every HTTP request, and holds at most
-    :data:`MAX_CONCURRENT_BULK` bulk requests at once in this worker."""
+    """Applies :func:`check_request` to every HTTP request, times its body (:func:`timed_receive`)
+    and holds at most :data:`MAX_CONCURRENT_BULK` bulk requests at once in this worker. The app
+    serves these limits from :class:`advisor.server.middleware.EdgeMiddleware`; this middleware is
+    them alone, for an app of its own."""
 
     scopes = (ScopeType.HTTP,)
 
     def __init__(self) -> None:
-        self.active_bulk = 0
+        self.bulk = BulkGate()
+
+    @property
+    def active_bulk(self) -> int:
+        return self.bulk.active
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         check_request(scope)  # raised inside the route's exception handling: a problem document
-
-        body_done = False
-        client_receive = receive
-
-        async def timed_receive() -> ReceiveMessage:
-            # A client that sends headers and then trickles (or never sends) its body holds a
-            # connection and a task: each chunk must arrive within BODY_READ_TIMEOUT_S. Once the
-            # body is complete, receive() only waits for a disconnect, untimed.
-            nonlocal body_done
-            if body_done:
-                return await client_receive()
-            try:
-                async with asyncio.timeout(BODY_READ_TIMEOUT_S):
-                    message = await client_receive()
-                body_done = message["type"] != "http.request" or not message.get("more_body", False)
-                return message
-            except TimeoutError:
-                raise HTTPException(
-                    status_code=408, detail=f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s"
-                ) from None
-
+        receive = timed_receive(receive)
         if scope.get("path") != BULK_PATH or scope.get("method") != "POST":
-            await next_app(scope, timed_receive, send)
+            await next_app(scope, receive, send)
             return
-        if self.active_bulk >= MAX_CONCURRENT_BULK:
-            raise Overloaded(f"{self.active_bulk} bulk requests are being stored; retry later", field="body")
-        self.active_bulk += 1
-        try:
-            await next_app(scope, timed_receive, send)
-        finally:
-            self.active_bulk -= 1
+        with self.bulk:
+            await next_app(scope, receive, send)
