@@ -180,7 +180,17 @@ async def on_connection(session: AsyncSession, fn: Callable[[Connection], T]) ->
     return await connection.run_sync(fn)
 
 
-_SQLITE_WRITER_LOCK = asyncio.Lock()
+# One lock per event loop (a server has one; a test suite runs many): an asyncio.Lock binds to the
+# loop where it was first waited on, and would refuse every other loop afterwards.
+_SQLITE_WRITER_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _sqlite_writer_lock() -> asyncio.Lock:
+    loop = asyncio.get_running_loop()
+    lock = _SQLITE_WRITER_LOCKS.get(loop)
+    if lock is None:
+        lock = _SQLITE_WRITER_LOCKS[loop] = asyncio.Lock()
+    return lock
 
 
 @contextlib.asynccontextmanager
@@ -194,5 +204,5 @@ async def writer_lock(session: AsyncSession) -> AsyncIterator[None]:
     if session.bind.dialect.name != "sqlite":
         yield
         return
-    async with _SQLITE_WRITER_LOCK:
+    async with _sqlite_writer_lock():
         yield

@@ -177,6 +177,7 @@ def table() -> dict[str, RuntimeTable]:
     return out
 
 
+@functools.cache  # the table is loaded once (table()); fixes ask for their runtime's flags per finding
 def _flags(runtime: str) -> dict[str, Flag]:
     rt = table().get(runtime)
     return {f.flag: f for f in rt.flags} if rt is not None else {}
@@ -236,9 +237,14 @@ _ENV_RE = re.compile(r"\b(OLLAMA_[A-Z_]+|[A-Z][A-Z0-9_]{3,}(?==))")
 
 def flags_in(text: str, extra: Iterable[str] = ()) -> set[str]:
     """Every flag and environment variable named in a fix text (plus ``extra``)."""
+    return set(_named_in(text)) | set(extra)
+
+
+@functools.lru_cache(maxsize=4096)  # fix texts repeat from run to run; the regexes are the cost
+def _named_in(text: str) -> frozenset[str]:
     found = {m.rstrip("-") for m in _FLAG_RE.findall(text)}
     found |= set(_ENV_RE.findall(text))
-    return found | set(extra)
+    return frozenset(found)
 
 
 def _fix_samples() -> dict[str, dict[str, str]]:
@@ -317,7 +323,7 @@ def versions_of(runtime: str, name: str) -> str:
 def annotate_fix(fix: dict[str, str], runtime: str | None, version: str | None) -> dict[str, str]:
     """``fix`` with the versions of every version-bounded flag spelled out where the run cannot
     vouch for them: in other runtimes' texts always, in the run's own runtime when its version is
-    unknown (``"--speculative-config … (--speculative-config: 0.8.0 and later)"``). A flag the
+    unknown (``"--speculative-config … (--speculative-config: 0.8.2 and later)"``). A flag the
     run's known version lacks is noted too."""
     out: dict[str, str] = {}
     for key, text in fix.items():

@@ -43,6 +43,8 @@ HEADER_FIELDS: tuple[str, ...] = (
     "slo",
     "file-name",
 )
+#: Each context field and the ``X-Advisor-*`` header that carries it.
+_HEADER_CONTEXT: tuple[tuple[str, str], ...] = tuple((f, "x-advisor-" + f.replace("_", "-")) for f in CONTEXT_FIELDS)
 #: Short spellings people type for a field; difflib alone does not reach them (``hw`` is 40 %
 #: like ``hardware``).
 _ALIASES: dict[str, str] = {
@@ -77,16 +79,24 @@ class SubmissionRequest:
 
     @classmethod
     def of(cls, request: Request[Any, Any, Any], body: bytes, format_id: str = "auto") -> SubmissionRequest:
-        query = {key: request.query_params.getall(key) for key in request.query_params}
-        headers = request.headers
+        scope = request.scope
+        query = (
+            {key: request.query_params.getall(key) for key in request.query_params} if scope.get("query_string") else {}
+        )
+        # The raw ASGI headers (lower-case names), the first value of a repeated one: what
+        # dict(request.headers) gave, without building a multidict per request.
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope.get("headers", ()):
+            headers.setdefault(raw_name.decode("latin-1").lower(), raw_value.decode("latin-1"))
+        state = scope.get("state")  # request.state wraps this dict (the token guard writes to it)
         return cls(
             body=body,
             content_type=headers.get("content-type"),
             format_id=format_id,
-            layers=context_layers(query, dict(headers)),
+            layers=context_layers(query, headers),
             file_name=headers.get("x-advisor-file-name"),
             idempotency_key=headers.get("idempotency-key"),
-            token_name=getattr(request.state, "token_name", None),
+            token_name=state.get("token_name") if isinstance(state, dict) else None,
         )
 
     def parse(self) -> ParsedSubmission:
@@ -182,10 +192,11 @@ def context_layers(
     """
     _reject_unknown(query, headers)
     from_query: dict[str, Any] = {}
-    for name in CONTEXT_FIELDS:
-        values = query.get(name)
-        if values:
-            from_query[name] = values[-1]
+    if query:
+        for name in CONTEXT_FIELDS:
+            values = query.get(name)
+            if values:
+                from_query[name] = values[-1]
     if query.get("engine_arg"):
         from_query["engine_args"] = _pairs(query["engine_arg"], "query.engine_arg", typed=True)
     if query.get("label"):
@@ -194,9 +205,10 @@ def context_layers(
         from_query["slo"] = _pairs(query["slo"], "query.slo", typed=True)
 
     from_headers: dict[str, Any] = {}
-    lowered = {k.lower(): v for k, v in headers.items()}
-    for name in CONTEXT_FIELDS:
-        value = lowered.get("x-advisor-" + name.replace("_", "-"))
+    # Only X-Advisor-* headers carry context: most requests have none, and skip the lookups.
+    lowered = {key: v for k, v in headers.items() if (key := k.lower()).startswith("x-advisor-")}
+    for name, header in _HEADER_CONTEXT if lowered else ():
+        value = lowered.get(header)
         if value:
             from_headers[name] = value
     for name, header, typed in (
