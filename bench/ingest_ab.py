@@ -1,0 +1,120 @@
+"""Before/after for ``POST /api/v1/runs`` on a busy machine: two trees served side by side.
+
+The reference (``bench/_echo_app.py``), a ``before`` tree and this tree are each one uvicorn
+process on their own new database; wrk rounds alternate between the three (echo, before, after), so
+that the machine's load falls on all of them alike, and each round records the rate and the
+server's CPU time per request (``/proc``), the figure a loaded machine disturbs least.
+
+    .venv/bin/python -m bench.ingest_ab --before DIR [--backend sqlite|postgres] [--rounds 4] [--seconds 10]
+
+``DIR`` is a copy of the tree as it was (e.g. ``git worktree add /tmp/before HEAD``); the same
+virtual environment serves both. Needs wrk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench._common import PYTHON, ROOT, free_port
+from bench.ingest import database, wrk
+
+__all__ = ["main"]
+
+_QUIET = ("--no-access-log", "--log-level", "warning")
+
+
+@contextlib.contextmanager
+def _serve(code: Path, app: str, env: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """``uvicorn app`` run from ``code`` (whose ``advisor`` package it imports); (URL, pid)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), *_QUIET],
+        cwd=code,
+        env={**os.environ, **env},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            if proc.poll() is not None:
+                raise SystemExit(f"{app} in {code} exited with {proc.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(url + "/health", timeout=1)
+                break
+            time.sleep(0.1)
+        yield url, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def _env(code: Path, url: str) -> dict[str, str]:
+    env = {"ADVISOR_DATABASE_URL": url, "ADVISOR_LOG_LEVEL": "warning", "ADVISOR_AUTH_RATE_LIMIT_PER_SECOND": "0"}
+    subprocess.run(
+        [PYTHON, "-m", "advisor", "db", "upgrade"], cwd=code, env={**os.environ, **env}, check=True, capture_output=True
+    )
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--before", type=Path, required=True, help="the tree to compare with")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    timing = {"seconds": args.seconds, "connections": args.connections}
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores"
+    )
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        database(args.backend, Path(tmp)) as url_before,
+        database(args.backend, Path(tmp)) as url_after,
+    ):
+        env_before, env_after = _env(args.before, url_before), _env(ROOT, url_after)
+        with (
+            _serve(ROOT, "bench._echo_app:app", {}) as (echo, echo_pid),
+            _serve(args.before, "advisor.server.asgi:app", env_before) as (before, before_pid),
+            _serve(ROOT, "advisor.server.asgi:app", env_after) as (after, after_pid),
+        ):
+            sides = {
+                "echo": (echo + "/echo", echo_pid),
+                "before": (before + "/api/v1/runs", before_pid),
+                "after": (after + "/api/v1/runs", after_pid),
+            }
+            for url, _ in sides.values():  # warm-up: routes, caches, pools
+                wrk(url, seconds=2, connections=args.connections)
+            results: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+            for i in range(args.rounds):
+                load = os.getloadavg()[0]
+                for name, (url, pid) in sides.items():
+                    results[name].append(wrk(url, pid=pid, **timing))
+                line = ", ".join(f"{n} {r[-1]['rps']:.0f} req/s {r[-1]['cpu_ms']:.3f} ms" for n, r in results.items())
+                print(f"[{args.backend}] round {i + 1}, load {load:.1f}: {line}", flush=True)
+    rps = {n: statistics.median(r["rps"] for r in rs) for n, rs in results.items()}
+    cpu = {n: statistics.median(r["cpu_ms"] for r in rs) for n, rs in results.items()}
+    for name in ("before", "after"):
+        print(
+            f"[{args.backend}] {name}: {rps[name]:.0f} req/s, {cpu[name]:.3f} ms CPU per request; "
+            f"ratio to the reference {rps[name] / rps['echo']:.3f} (rate), {cpu['echo'] / cpu[name]:.3f} (CPU)"
+        )
+    print(
+        f"[{args.backend}] after/before: rate x{rps['after'] / rps['before']:.2f}, "
+        f"CPU per request x{cpu['after'] / cpu['before']:.2f} (reference {rps['echo']:.0f} req/s, {cpu['echo']:.3f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()
