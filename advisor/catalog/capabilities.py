@@ -4,7 +4,8 @@ Two data files, each row with its source:
 
 * ``data/capabilities.csv``, keyed by hardware id: architecture generation (Turing … Blackwell,
   CDNA2-4, RDNA3, Apple M1-M4, the CPU's ISA), native formats (FP8, FP4, NVFP4, MXFP4, INT8 tensor
-  units) and the link a tensor-parallel group talks over (``tp_link`` and its per-direction GB/s).
+  units), the link a tensor-parallel group talks over (``tp_link`` and its per-direction GB/s) and
+  the memory the device reads (``memory``: unified, dedicated or host).
 * ``data/quant_support.toml``: runtime × method × generation → ``w8a8``, ``weight-only`` or
   ``none``, with the runtime's documented speed-up where it gives one.
 
@@ -52,6 +53,15 @@ class Capability:
     tp_link: str
     tp_link_gb_s: float | None
     source: str
+    #: ``unified`` (one memory pool the CPU and GPU share: Apple silicon, Strix Halo, DGX Spark GB10,
+    #: Jetson), ``dedicated`` (the device's own HBM/GDDR) or ``host`` (a CPU's system memory);
+    #: ``unknown`` when the row does not say.
+    memory: str = "unknown"
+
+    @property
+    def unified_memory(self) -> bool:
+        """The GPU reads the same memory as the CPU: there is no separate "system memory" to offload to."""
+        return self.memory == "unified"
 
     @property
     def family(self) -> str:
@@ -99,6 +109,7 @@ def capabilities() -> dict[str, Capability]:
             tp_link=row["tp_link"] or "none",
             tp_link_gb_s=float(row["tp_link_gb_s"]) if row["tp_link_gb_s"] else None,
             source=row["source"],
+            memory=(row.get("memory") or "").strip() or "unknown",
         )
     return out
 

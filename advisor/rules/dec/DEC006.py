@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from advisor.catalog.capabilities import capability
 from advisor.rules import runtimes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
@@ -24,7 +25,9 @@ class PartialCpuOffload(Rule):
     ``size`` (``ollama ps`` "48%/52% CPU/GPU"), llama.cpp as "offloaded N/M layers to GPU"; a run
     that reports it (``metrics.gpu_resident_share``, or a short ``-ngl`` / ``num_gpu``) is judged on
     that share, with no inference from the speed, and a run that reports 1 (all on the GPU) is not
-    offloaded whatever its speed.
+    offloaded whatever its speed. On a unified-memory device (the catalog's ``memory`` column:
+    Apple silicon, AMD Strix Halo, DGX Spark GB10, Jetson) GPU memory *is* system memory: there
+    is no second ceiling to land between, and the rule stays silent.
 
     ## Fix
     Make the whole model fit: a smaller quantization, a smaller context (``num_ctx``, ``-c``: the KV
@@ -51,6 +54,12 @@ class PartialCpuOffload(Rule):
         roof, hw = ctx.roofline, ctx.hardware
         decode = ctx.measured.decode_tok_s
         if ctx.runtime not in _RUNTIMES or roof is None or hw is None or hw.kind != "gpu" or decode is None:
+            return None
+        cap = capability(hw.id)
+        if cap is not None and cap.unified_memory:
+            # Strix Halo, DGX Spark GB10, Jetson (Apple silicon is not kind gpu): the GPU reads the one
+            # LPDDR pool the CPU does. There is no second, slower memory to hold layers in, so a decode
+            # below the ceiling is not offload (DEC002 judges the efficiency).
             return None
         weights = roof.active_weight_bytes
         gpu_bw = roof.mem_bandwidth_gb_s * 1e9
