@@ -98,6 +98,10 @@ class Workload(_Base):
     request_rate: float | None = None
     prompt_tokens_mean: float | None = None
     output_tokens_mean: float | None = None
+    #: The output length the benchmark asked for (genai-perf/aiperf ``output_tokens.mean``, vLLM
+    #: ``--random-output-len``, guidellm's data ``output_tokens``): a request, not a count. Fewer
+    #: counted tokens may be an early EOS or hidden reasoning tokens.
+    output_tokens_requested: float | None = None
     shared_prefix_tokens: float | None = None
     kv_depth_tokens: float | None = None
     dataset: str | None = None
@@ -338,6 +342,7 @@ LIMITS: dict[str, float] = {
     "request_rate": MAX_REQUESTS,
     "prompt_tokens_mean": MAX_TOKENS,
     "output_tokens_mean": MAX_TOKENS,
+    "output_tokens_requested": MAX_TOKENS,
     "shared_prefix_tokens": MAX_TOKENS,
     "kv_depth_tokens": MAX_TOKENS,
     "cached_prompt_tokens_mean": MAX_TOKENS,

@@ -129,6 +129,62 @@ def _telemetry_gpu(doc: dict[str, Any], notes: list[str]) -> str | None:
     return None
 
 
+def _requested_output(config: dict[str, Any], *, aiperf: bool) -> float | None:
+    """The output length the run asked for: aiperf ``input.prompt.output_tokens.mean`` (``--osl``),
+    genai-perf ``input.output_tokens.mean`` or, in the flat 0.0.x config, ``output_tokens_mean``
+    (``--output-tokens-mean``, sent as ``max_tokens``)."""
+    if aiperf:
+        value = dig(config, "input", "prompt", "output_tokens", "mean")
+    else:
+        value = dig(config, "input", "output_tokens", "mean")
+        if value is None:
+            value = config.get("output_tokens_mean")
+    requested = as_float(value, "input_config.output_tokens.mean")
+    return requested if requested is not None and requested > 0 else None
+
+
+def _is_cancellation(entry: object) -> bool:
+    """aiperf's deliberate cancellation (``--request-cancellation-rate``): a ``RequestCancellationError``,
+    code 499, what its records carry for ``was_cancelled``."""
+    details = as_dict(dig(entry, "error_details"))
+    return details.get("type") == "RequestCancellationError" or (
+        details.get("code") == 499 and "cancel" in str(details.get("message", "")).lower()
+    )
+
+
+def _without_cancellations(
+    doc: dict[str, Any], config: dict[str, Any], failed: int | None, notes: list[str]
+) -> tuple[int | None, int]:
+    """aiperf's failed count without the requests it cancelled on purpose, and how many those were.
+
+    ``--request-cancellation-rate N`` disconnects N % of the requests after
+    ``--request-cancellation-delay`` to measure the server under user cancellations (aiperf docs,
+    "Request Cancellation Testing"); each is an error of type ``RequestCancellationError`` (code 499)
+    in ``error_summary`` and in ``error_request_count``. They are the test's design, not failures:
+    counting them would call an intact sample biased (MEAS005)."""
+    summary = doc.get("error_summary")
+    if not isinstance(summary, list):
+        return failed, 0
+    cancelled = errors = 0
+    for entry in summary:
+        count = as_int(dig(entry, "count")) or 0
+        if _is_cancellation(entry):
+            cancelled += count
+        else:
+            errors += count
+    if failed is None:
+        failed = errors + cancelled
+    if cancelled:
+        rate = as_float(dig(config, "loadgen", "request_cancellation_rate"))
+        asked = f" (--request-cancellation-rate {rate:g} %)" if rate else ""
+        notes.append(
+            f"{cancelled} request(s) cancelled on purpose{asked}: aiperf's RequestCancellationError (code 499), "
+            "left out of requests_failed"
+        )
+        failed = max(0, failed - cancelled)
+    return failed, cancelled
+
+
 def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
     notes: list[str] = []
     metrics_by_name = _metric_objects(doc)
@@ -156,16 +212,17 @@ def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
     completed = int(completed_f) if completed_f is not None else None
     failed_f = _avg(metrics_by_name, "error_request_count")
     failed = int(failed_f) if failed_f is not None else None
-    if failed is None and aiperf and isinstance(doc.get("error_summary"), list):
-        counts = [as_int(dig(e, "count")) for e in doc["error_summary"]]
-        failed = sum(c for c in counts if c is not None)
+    cancelled = 0
+    if aiperf:
+        failed, cancelled = _without_cancellations(doc, config, failed, notes)
 
     workload = Workload(
-        num_requests=(completed + (failed or 0)) if completed is not None else None,
+        num_requests=(completed + (failed or 0) + cancelled) if completed is not None else None,
         concurrency=concurrency,
         request_rate=rate,
         prompt_tokens_mean=_avg(metrics_by_name, "input_sequence_length"),
         output_tokens_mean=_avg(metrics_by_name, "output_sequence_length"),
+        output_tokens_requested=_requested_output(config, aiperf=aiperf),
         streaming=streaming if isinstance(streaming, bool) else None,
     )
     if workload.prompt_tokens_mean is None:

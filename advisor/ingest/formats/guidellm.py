@@ -16,6 +16,7 @@ tokens; ``time_per_output_token_ms`` *includes TTFT* (end-to-end ÷ tokens) and 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
@@ -105,6 +106,42 @@ def _model(doc: dict[str, Any], bench: dict[str, Any]) -> str | None:
     return None
 
 
+#: A synthetic data spec's requested output length: ``--data "prompt_tokens=1024,output_tokens=128"``.
+_SYNTHETIC_OUTPUT = re.compile(r"(?:^|[,\s'\"\[{])output_tokens\s*=\s*(\d+(?:\.\d+)?)")
+
+
+def _spec_output_tokens(value: object, depth: int = 0) -> float | None:
+    """The first ``output_tokens=N`` in a data spec string, list or object (every version writes
+    ``--data`` differently: a string, a list of strings, ``[{kind, config}]``)."""
+    if depth > 4:
+        return None
+    if isinstance(value, str):
+        m = _SYNTHETIC_OUTPUT.search(value)
+        return float(m.group(1)) if m else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for item in items:
+        found = _spec_output_tokens(item, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _requested_output(doc: dict[str, Any], bench: dict[str, Any]) -> float | None:
+    """The output length the synthetic data asked for, wherever the version keeps ``--data``."""
+    for value in (
+        dig(bench, "request_loader", "data"),
+        dig(bench, "config", "requests", "data"),
+        dig(doc, "args", "data"),
+        dig(doc, "config", "spec", "data"),
+        dig(doc, "config", "spec", "requests", "data"),
+        dig(doc, "config", "requests", "data"),
+    ):
+        found = _spec_output_tokens(value)
+        if found is not None and found > 0:
+            return found
+    return None
+
+
 def parse_guidellm_benchmark(doc: dict[str, Any], bench: dict[str, Any], index: int) -> CanonicalRun:
     """One benchmark of a report as a canonical run."""
     field = f"benchmarks[{index}]"
@@ -134,6 +171,7 @@ def parse_guidellm_benchmark(doc: dict[str, Any], bench: dict[str, Any], index: 
         num_requests=as_int(totals.get("total")),
         prompt_tokens_mean=_mean(metrics_doc, "prompt_token_count", field),
         output_tokens_mean=_mean(metrics_doc, "output_token_count", field),
+        output_tokens_requested=_requested_output(doc, bench),
     )
     if kind == "synchronous":
         workload.concurrency = 1.0

@@ -7,8 +7,10 @@ own summary files.
 
 aiperf (``MetricRecordInfo``): ``metadata`` (ns timestamps, ``benchmark_phase``, ``was_cancelled``),
 ``metrics`` (``{tag: {"value", "unit"}}``; ``inter_chunk_latency`` is the list of gaps between chunks)
-and ``error``. Records of the ``warmup`` phase are left out, and so are failed or cancelled requests
-(counted as failed). ``inter_token_latency`` is TPOT; the pooled chunk gaps are ITL.
+and ``error``. Records of the ``warmup`` phase are left out, and so are failed requests (counted as
+failed) and the ones aiperf cancelled on purpose (``was_cancelled``, a ``RequestCancellationError``
+of ``--request-cancellation-rate``: counted in ``num_requests`` and noted, not failed).
+``inter_token_latency`` is TPOT; the pooled chunk gaps are ITL.
 
 llmperf: a JSON list of ``{ttft_s, inter_token_latency_s, end_to_end_latency_s, number_input_tokens,
 number_output_tokens, error_code, error_msg}``, seconds throughout. As in its summary,
@@ -89,7 +91,7 @@ def parse_aiperf_records(records: list[Any]) -> CanonicalRun:
     prompt: list[float] = []
     output: list[float] = []
     spans: list[tuple[float, float]] = []
-    warmup = failed = 0
+    warmup = failed = cancelled = 0
     for index, record in enumerate(records):
         if not _is_aiperf_record(record):
             raise IngestError("not an aiperf record (metadata, metrics)", field=f"[{index}]")
@@ -100,7 +102,11 @@ def parse_aiperf_records(records: list[Any]) -> CanonicalRun:
         start, end = as_float(meta.get("request_start_ns")), as_float(meta.get("request_end_ns"))
         if start is not None and end is not None and end >= start:
             spans.append((start, end))
-        if record.get("error") or meta.get("was_cancelled"):
+        error = record.get("error")
+        if meta.get("was_cancelled") or (isinstance(error, dict) and error.get("type") == "RequestCancellationError"):
+            cancelled += 1  # the test's design (--request-cancellation-rate), not a failure
+            continue
+        if error:
             failed += 1
             continue
         where = f"[{index}].metrics"
@@ -115,8 +121,13 @@ def parse_aiperf_records(records: list[Any]) -> CanonicalRun:
     completed = len(e2e) if e2e else len(ttft)
     if warmup:
         notes.append(f"{warmup} warm-up record(s) left out (benchmark_phase = warmup)")
+    if cancelled:
+        notes.append(
+            f"{cancelled} request(s) cancelled on purpose (was_cancelled, aiperf --request-cancellation-rate): "
+            "left out of the statistics and of requests_failed"
+        )
     workload = Workload(
-        num_requests=completed + failed,
+        num_requests=completed + failed + cancelled,
         prompt_tokens_mean=mean_of(prompt),
         output_tokens_mean=mean_of(output),
         streaming=True if gaps else None,

@@ -221,6 +221,26 @@ def _merge(summary: Percentiles, computed: Percentiles) -> Percentiles | None:
     return Percentiles(**merged) if added else None
 
 
+#: Dataset options that set the output length each request asks for (``--random-output-len`` and
+#: kin). The result file holds them only where ``vllm bench sweep`` merged its bench parameters, or
+#: ``--metadata random_output_len=N`` put them, at the top level.
+_REQUESTED_OUTPUT_KEYS = ("random_output_len", "sonnet_output_len", "sharegpt_output_len", "output_len")
+
+
+def _requested_output(doc: dict[str, Any], field_prefix: str) -> float | None:
+    for key in _REQUESTED_OUTPUT_KEYS:
+        value = doc.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        try:
+            requested = as_float(value, f"{field_prefix}{key}")
+        except IngestError:
+            continue  # a free-text label, not a length
+        if requested is not None and requested > 0:
+            return requested
+    return None
+
+
 def parse_vllm_result(doc: dict[str, Any], *, legacy: bool, field_prefix: str = "") -> CanonicalRun:
     """One vLLM result object as a canonical run. ``field_prefix`` locates it in a multi-run file
     (``"[2]."``) for error messages."""
@@ -264,6 +284,7 @@ def parse_vllm_result(doc: dict[str, Any], *, legacy: bool, field_prefix: str = 
         num_requests=as_int(doc.get("num_prompts")),
         concurrency=as_float(doc.get("max_concurrency")),
         request_rate=rate,
+        output_tokens_requested=_requested_output(doc, field_prefix),
     )
     peak = as_float(doc.get("max_concurrent_requests"), f"{field_prefix}max_concurrent_requests")
     if workload.concurrency is None and peak is not None and peak > 0:
