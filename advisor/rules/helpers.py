@@ -29,6 +29,7 @@ __all__ = [
     "is_reasoning_model",
     "latency_label",
     "matter_cap",
+    "output_shortfall",
     "prefill_advice_applies",
     "prefill_dominates",
     "prefill_ms",
@@ -262,3 +263,18 @@ def compute_is_estimated(ctx: RunContext) -> bool:
         return False
     compute = ctx.catalog.extra("hardware", ctx.hardware.id).get("compute")
     return isinstance(compute, dict) and compute.get("estimated") is True
+
+
+#: Counted output below this share of the requested length is a shortfall worth naming.
+OUTPUT_SHORTFALL_SHARE = 0.8
+
+
+def output_shortfall(ctx: RunContext, share: float = OUTPUT_SHORTFALL_SHARE) -> tuple[float, float] | None:
+    """``(requested, counted)`` output tokens when the run counted fewer than ``share`` of what it
+    asked for (``workload.output_tokens_requested``). Only supporting evidence: hidden reasoning
+    tokens count fewer, and so does a model stopping early at EOS."""
+    w = ctx.run.workload
+    requested, counted = w.output_tokens_requested, w.output_tokens_mean
+    if not requested or counted is None or counted < 0 or counted >= share * requested:
+        return None
+    return float(requested), float(counted)

@@ -6,7 +6,7 @@ from advisor.rules import whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import decode_efficiency, fmt, matter_cap
+from advisor.rules.helpers import decode_efficiency, fmt, is_reasoning_model, matter_cap, output_shortfall
 from advisor.rules.knobs import normalise_key
 from advisor.rules.limits import DECODE_OBJECTIVES, DECODE_TOK_S
 from advisor.rules.severity import damp
@@ -30,6 +30,12 @@ class FarBelowCeiling(Rule):
     With tensor parallelism the ceiling is the ideal one times the group's efficiency: two
     all-reduces per layer over NVLink or PCIe (``advisor/physics/parallel.py``), so a 70B model at
     TP8 is not judged against perfect scaling.
+
+    A reasoning model (gpt-oss, DeepSeek-R1, the thinking Qwen3 releases; MEAS007's list), or a run
+    that counted far fewer output tokens than it asked for (``workload.output_tokens_requested``
+    at least twice the count), may time hidden reasoning tokens it does not count: decode per
+    counted token then looks far slower than it is. The finding says so and its confidence is
+    halved.
 
     ## Example
     Llama-3.1-8B bf16 on an A100 80GB with ``--enforce-eager``: 37 tok/s against a 126 tok/s
@@ -84,6 +90,9 @@ class FarBelowCeiling(Rule):
             return None
         cause_text = "; ".join(text for text, _ in causes) if causes else "no cause is visible in the run's settings"
         fix = self._fix(ctx, causes)
+        hidden = _hidden_tokens(ctx)
+        if hidden is not None:
+            cause_text += f"; the count may also miss hidden reasoning tokens ({hidden[0]})"
         return Finding(
             severity=severity,
             title=(
@@ -111,10 +120,11 @@ class FarBelowCeiling(Rule):
                     "physics",
                 ),
                 *(Evidence(arg, value, expected_text, "run") for _, (arg, value, expected_text) in causes),
+                *((hidden[1],) if hidden is not None and hidden[1] is not None else ()),
             ),
             fix=fix,
             expected_gain=Gain("decode_tok_s", decode, target),
-            confidence=0.7 if causes else 0.45,
+            confidence=(0.7 if causes else 0.45) * (0.5 if hidden is not None else 1.0),
         )
 
     @staticmethod
@@ -185,3 +195,21 @@ class FarBelowCeiling(Rule):
             if items:
                 out[key] = "; ".join(items) + "."
         return out
+
+
+#: Requested at least this many times the counted output: "requested ≫ counted".
+_HIDDEN_RATIO = 2.0
+
+
+def _hidden_tokens(ctx: RunContext) -> tuple[str, Evidence | None] | None:
+    """Why the output count may leave out tokens the run timed: a known reasoning model, or far
+    fewer tokens counted than requested. The reason, and the shortfall as evidence when known."""
+    shortfall = output_shortfall(ctx, share=1.0 / _HIDDEN_RATIO)
+    if shortfall is not None:
+        requested, counted = shortfall
+        evidence = Evidence("output_tokens_mean", counted, f"{fmt(requested)} requested", "run")
+        return f"{fmt(requested)} output tokens requested, {counted:,.0f} counted", evidence
+    if is_reasoning_model(ctx):
+        model = ctx.model.id if ctx.model is not None else "the model"
+        return f"{model} reasons before it answers", None
+    return None

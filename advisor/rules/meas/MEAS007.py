@@ -5,7 +5,7 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt, is_reasoning_model, matter_cap, ttft_typical
+from advisor.rules.helpers import fmt, is_reasoning_model, matter_cap, output_shortfall, ttft_typical
 from advisor.rules.limits import TTFT_MS, TTFT_OBJECTIVES
 from advisor.rules.severity import Severity, damp
 
@@ -21,7 +21,11 @@ class ReasoningTokensInTtft(Rule):
     reasoning tokens before the answer. Whether a benchmark counts them as output depends on the
     server's reasoning parser and the client, so the "first token" may be the first *visible* one,
     after hundreds of decode steps. Such a TTFT says little about prefill, the prompt or the
-    interconnect, and output counts below the requested length are the same effect.
+    interconnect, and output counts below the requested length are the same effect: where the file
+    says what it asked for (``workload.output_tokens_requested``: genai-perf and aiperf
+    ``output_tokens.mean``, vLLM ``--random-output-len``, guidellm ``output_tokens=``), "N requested,
+    M counted" joins the evidence. Only as support: a model stopping early at EOS counts fewer too,
+    so the shortfall alone never raises the finding.
     A part of the TTFT with no figure is not claimed to be zero: with no queue figure at more than
     one stream in flight the unexplained time may be a queue, so the finding is then at most ``low``.
 
@@ -81,10 +85,17 @@ class ReasoningTokensInTtft(Rule):
         ]
         if prefill.ms is not None:
             evidence.append(Evidence("ttft_breakdown.prefill_ms", prefill.ms, f"from {prefill.source}", "physics"))
+        shortfall = output_shortfall(ctx)
+        if shortfall is not None:
+            requested, counted = shortfall
+            evidence.append(Evidence("output_tokens_mean", counted, f"{fmt(requested)} requested", "run"))
         model = ctx.model.id if ctx.model is not None else "this model"
+        title = _title(model, breakdown.remainder.ms, ttft_value, prefill.ms, breakdown.queueing.ms, streams)
+        if shortfall is not None:
+            title += f" ({fmt(shortfall[0])} output tokens requested, {shortfall[1]:,.0f} counted)"
         return Finding(
             severity=severity,
-            title=_title(model, breakdown.remainder.ms, ttft_value, prefill.ms, breakdown.queueing.ms, streams),
+            title=title,
             evidence=tuple(evidence),
             fix={
                 "vllm": (
