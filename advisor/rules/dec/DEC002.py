@@ -148,7 +148,8 @@ class FarBelowCeiling(Rule):
             )
         layers = ctx.model.num_hidden_layers if ctx.model is not None else None
         ngl = e.n_gpu_layers.value
-        if ngl is not None and layers and ngl < layers:
+        # A negative -ngl (llama-bench's and llama-server's -1) asks for every layer, not none.
+        if ngl is not None and ngl >= 0 and layers and ngl < layers:
             what = "the whole model runs on the CPU" if ngl == 0 else f"only {ngl} of {layers} layers are on the GPU"
             out.append((what, (e.n_gpu_layers.arg or "n_gpu_layers", float(ngl), f">= {layers}")))
         elif ctx.roofline is not None and ctx.roofline.fits_in_memory is False and not e.cpu_offload_gb.value:
