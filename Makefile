@@ -29,6 +29,10 @@ install: $(BIN)/advisor ## Create .venv with the app and everything the tests ne
 install-e2e: install ## Also build the real-LLM-server extra (llama-cpp-python compiles: ~6 min on 2 cores)
 	$(UV) sync --frozen --extra dev --extra e2e
 
+.PHONY: llama-server
+llama-server: ## Build llama.cpp's own server into .cache/llama-server for the e2e test (cached; ~17 CPU-min the first time)
+	scripts/build-llama-server.sh
+
 run: install ## Migrate ./advisor.db (which loads the catalogs), serve on http://127.0.0.1:8000
 	$(BIN)/advisor db upgrade
 	$(BIN)/advisor serve --host $(HOST) --port $(PORT)
