@@ -342,6 +342,7 @@ class OpenAIBackend:
     def _read(self, response: httpx.Response, start: float) -> Sample:
         times: list[float] = []
         usage: dict[str, Any] = {}
+        events = 0  # token events, empty-text tokens included (counted only without stream usage)
         for line in response.iter_lines():
             if not line.startswith("data:"):
                 continue
@@ -356,9 +357,10 @@ class OpenAIBackend:
                 usage = event["usage"]
             if _has_content(event):
                 times.append(self.clock.monotonic())
+            events += _token_events(event)
         end = self.clock.monotonic()
         count = usage.get("completion_tokens") if isinstance(usage.get("completion_tokens"), int) else None
-        tokens = count if count is not None else len(times)
+        tokens = count if count is not None else max(events, len(times))
         prompt_tokens = usage.get("prompt_tokens")
         return _sample(start, end, times, tokens, float(prompt_tokens) if prompt_tokens else None)
 
@@ -371,6 +373,29 @@ def _has_content(event: Mapping[str, Any]) -> bool:
         if delta.get("content") or delta.get("reasoning_content"):
             return True
     return False
+
+
+def _token_events(event: Mapping[str, Any]) -> int:
+    """Chunks that carry one generated token each, visible or not.
+
+    A server without stream usage (llama-cpp-python) still sends one chunk per token, and a token
+    whose text is empty (``<s>``, ``<unk>``) is a chunk with ``"text": ""``: counting only visible
+    text would call the reply short. The chat stream's opening chunk (``delta`` with ``role``) and
+    the closing one (``finish_reason`` set, nothing generated) carry no token.
+    """
+    n = 0
+    for choice in event.get("choices") or []:
+        if choice.get("finish_reason") and not (choice.get("text") or (choice.get("delta") or {}).get("content")):
+            continue
+        if "text" in choice:
+            n += 1
+            continue
+        delta = choice.get("delta") or {}
+        if "role" in delta and not delta.get("content"):
+            continue
+        if "content" in delta or "reasoning_content" in delta:
+            n += 1
+    return n
 
 
 def _sample(start: float, end: float, times: Sequence[float], tokens: int, prompt_tokens: float | None) -> Sample:
