@@ -180,7 +180,9 @@ def _quant_text(runtime: str, choice: QuantChoice, generation: str | None) -> st
     if runtime in ("vllm", "sglang") and m in ("awq", "gptq"):
         marlin = "" if generation == "turing" else " (vLLM picks the Marlin kernels; --quantization awq_marlin)"
         if runtime == "sglang":
-            return "Serve a 4-bit AWQ/GPTQ checkpoint (--quantization awq_marlin)."
+            # awq_marlin needs capability 8.0; Turing runs the plain AWQ kernel (min capability 7.5).
+            method = "awq" if generation == "turing" else "awq_marlin"
+            return f"Serve a 4-bit AWQ/GPTQ checkpoint ({flag('sglang', '--quantization')} {method})."
         text = f"Serve a 4-bit AWQ or GPTQ checkpoint{marlin}."
         return text.replace("--quantization", flag("vllm", "--quantization"))
     if runtime == "sglang" and m == "fp8":

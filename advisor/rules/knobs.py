@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from advisor.canonical import CanonicalRun
+from advisor.catalog.capabilities import capability
 from advisor.physics.specs import HardwareSpec
 from advisor.rules import runtimes
 
@@ -246,11 +247,51 @@ def _or_default(knob: Knob[T], default: T | None) -> Knob[T]:
     return knob if knob.known else Knob(default, False, knob.arg)
 
 
-def _big_non_a100(hw: HardwareSpec | None) -> bool | None:
-    # vLLM get_batch_defaults: GPUs with >= 70 GiB that are not A100 get the larger budgets.
-    if hw is None or hw.memory_gb is None:
+def _vllm_tier(hw: HardwareSpec | None, rule: str) -> str | None:
+    """Which of vLLM's per-device default tiers (``small``, ``large``, ``huge``) ``hw`` falls in
+    under ``rule`` (runtimes.toml: ``name:h100,h200``, ``>=70GiB``, ``not:a100``, ``not:cc12.1``,
+    ``huge>=160GiB``); None when the device or its memory is unknown, or it is not a GPU (vLLM's
+    CPU and TPU tiers are not modelled). Memory counts in GiB, as ``current_platform`` reports it."""
+    if hw is None or hw.kind != "gpu":
         return None
-    return hw.memory_gb >= 70 * 1.073741824 and "a100" not in hw.id.lower() and hw.kind == "gpu"
+    name = f"{hw.id} {hw.name}".lower()
+    memory = hw.memory_gb
+    large = False
+    needs_memory = False
+    for term in filter(None, (t.strip() for t in rule.split(";"))):
+        if term.startswith("name:"):
+            large = any(n in name for n in term[5:].split(","))
+        elif term.startswith(">=") and term.endswith("GiB"):
+            needs_memory = True
+            large = memory is not None and memory >= float(term[2:-3])
+    if needs_memory and memory is None:
+        return None
+    for term in filter(None, (t.strip() for t in rule.split(";"))):
+        if term.startswith("not:cc"):
+            cap = capability(hw.id)
+            if cap is not None and cap.compute_capability == term[6:]:
+                large = False
+        elif term.startswith("not:") and term[4:] in name:
+            large = False
+    for term in filter(None, (t.strip() for t in rule.split(";"))):
+        if term.startswith("huge>=") and term.endswith("GiB") and memory is not None and memory >= float(term[6:-3]):
+            return "huge"
+    return "large" if large else "small"
+
+
+def _vllm_default(knob: str, version: str | None, hw: HardwareSpec | None) -> Any:
+    """vLLM's default of ``knob`` at ``version`` on ``hw`` (runtimes.toml), resolving a per-device
+    tier table; None when no entry holds for the version or the tier is unknown."""
+    entry = runtimes.default("vllm", knob, version)
+    if entry is None:
+        return None
+    value = entry.value
+    if not isinstance(value, Mapping):
+        return value
+    tier = _vllm_tier(hw, str(value.get("rule", "")))
+    if tier is None:
+        return None
+    return value.get(tier, value.get("large") if tier == "huge" else value.get("small"))
 
 
 def _ollama_num_ctx(version: str | None, hardware: HardwareSpec | None, gpus: int | None = None) -> int | None:
@@ -439,14 +480,15 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
                 kv_unified = Knob(False, True, args[name][0])  # -no-kvu / --no-kv-unified
                 break
 
-    big = _big_non_a100(hardware)
     if runtime == "vllm":
+        # The V1 engine (0.8.0 and later): prefix caching and chunked prefill on, and the per-device
+        # budgets of runtimes.toml; before it (V0) prefix caching is off and the budget unknown.
         v1 = version is None or version >= (0, 8)
         prefix = _or_default(prefix, v1)
         chunked = _or_default(chunked, True if v1 else None)
-        budget = _or_default(budget, None if big is None else (8192 if big else 2048))
-        seqs = _or_default(seqs, None if big is None else (1024 if big else 256))
-        fraction = _or_default(fraction, 0.9)
+        budget = _or_default(budget, _vllm_default("batched_tokens", setup.runtime_version, hardware))
+        seqs = _or_default(seqs, _vllm_default("max_num_seqs", setup.runtime_version, hardware))
+        fraction = _or_default(fraction, _vllm_default("memory_fraction", setup.runtime_version, hardware) or 0.9)
         kv_dtype = _or_default(kv_dtype, "auto")
         eager = _or_default(eager, False)
     elif runtime == "sglang":

@@ -408,7 +408,8 @@ def test_tgi_default_fraction_is_one_times_its_wiggle_room() -> None:
     # --cuda-memory-fraction defaults to 1.0; the KV cache gets 0.9 of the device (TGI_WIGGLE_ROOM).
     tgi = build_context(run(setup={**SETUP, "runtime": "tgi"}))
     assert tgi.engine.memory_fraction.value == 1.0 and not tgi.engine.memory_fraction.explicit
-    vllm = build_context(run())
+    # vLLM's --gpu-memory-utilization defaulted to 0.9 up to 0.19 (0.92 from 0.20.0, runtimes.toml).
+    vllm = build_context(run(setup={**SETUP, "runtime_version": "0.19.0"}))
     assert tgi.roofline and vllm.roofline
     assert tgi.roofline.kv_pool_tokens == vllm.roofline.kv_pool_tokens  # both 0.9 of the device − 2 GiB
 

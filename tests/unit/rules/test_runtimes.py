@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from advisor.canonical import CanonicalRun, Setup
+from advisor.catalog import Catalog
 from advisor.rules import fixes, runtimes
+from advisor.rules.knobs import EngineConfig, engine_config
 from tests.unit.rules.harness import all_cases, run_case
 
 _RUNTIMES = ("vllm", "sglang", "tgi", "trtllm", "ollama", "llamacpp", "mlx")
@@ -93,7 +96,7 @@ def test_unknown_version_gets_the_newest_default_and_says_which_versions() -> No
     assert entry is not None
     assert entry.value == 1
     assert entry.versions == "0.9.7 and later"
-    assert runtimes.applies_note("vllm", "--speculative-config", None) == " (vllm 0.8.0 and later)"
+    assert runtimes.applies_note("vllm", "--speculative-config", None) == " (vllm 0.8.2 and later)"
     assert runtimes.applies_note("vllm", "--speculative-config", "0.11.0") == ""
 
 
@@ -117,10 +120,102 @@ def test_rule_fix_flags_reads_a_rules_fixes_by_runtime() -> None:
 
 
 def test_annotate_fix_names_versions_the_run_cannot_vouch_for() -> None:
-    fix = {"vllm": "--speculative-config '{...}'", "sglang": "--speculative-num-steps 3"}
+    fix = {"vllm": "--speculative-config '{...}'", "sglang": "--tp-size 2"}
     unknown = runtimes.annotate_fix(fix, "vllm", None)
-    assert unknown["vllm"] == "--speculative-config '{...}' (--speculative-config: 0.8.0 and later)"
-    assert unknown["sglang"] == "--speculative-num-steps 3"  # in every version the table knows
+    assert unknown["vllm"] == "--speculative-config '{...}' (--speculative-config: 0.8.2 and later)"
+    assert unknown["sglang"] == "--tp-size 2"  # in every version the table knows
     assert runtimes.annotate_fix(fix, "vllm", "0.11.0")["vllm"] == fix["vllm"]
-    old = runtimes.annotate_fix(fix, "vllm", "0.6.3")["vllm"]
-    assert old.endswith("(--speculative-config: 0.8.0 and later, not 0.6.3)")
+    old = runtimes.annotate_fix(fix, "vllm", "0.8.1")["vllm"]
+    assert old.endswith("(--speculative-config: 0.8.2 and later, not 0.8.1)")
+
+
+# --- Release bounds read from the engines' released wheels (runtimes.toml, vLLM and SGLang) -------
+
+
+@pytest.mark.parametrize(
+    ("runtime", "name", "first", "before"),
+    [
+        ("vllm", "--data-parallel-size", "0.8.3", "0.8.2"),
+        ("vllm", "--enable-expert-parallel", "0.8.0", "0.7.3"),
+        ("vllm", "--no-enable-prefix-caching", "0.6.5", "0.6.4"),
+        ("vllm", "--speculative-config", "0.8.2", "0.8.1"),
+        ("vllm", "--kv-transfer-config", "0.6.5", "0.6.4"),
+        ("vllm", "--cpu-offload-gb", "0.5.3", "0.5.2"),
+        ("vllm", "--reasoning-parser", "0.9.0", "0.8.5"),
+        ("sglang", "--chunked-prefill-size", "0.2.7", "0.2.6"),
+        ("sglang", "--kv-cache-dtype", "0.2.14", "0.2.13"),
+        ("sglang", "--enable-mixed-chunk", "0.2.14", "0.2.13"),
+        ("sglang", "--ep-size", "0.4.1", "0.4.0"),
+        ("sglang", "--speculative-algorithm", "0.4.2", "0.4.1"),
+        ("sglang", "--reasoning-parser", "0.4.4", "0.4.3"),
+        ("sglang", "--disaggregation-mode", "0.4.5", "0.4.4"),
+        ("sglang", "--disaggregation-transfer-backend", "0.4.6", "0.4.5"),
+    ],
+)
+def test_a_flag_holds_from_its_first_release_and_not_before(runtime: str, name: str, first: str, before: str) -> None:
+    entry = runtimes._flags(runtime)[name]
+    assert entry.holds(first) is True
+    assert entry.holds(before) is False
+    assert entry.holds("99.0.0") is True  # still in the newest wheel checked
+    assert "wheel" in entry.source  # checked against a released wheel, not dated by a pull request
+
+
+def _vllm_engine(hardware: str, version: str | None) -> EngineConfig:
+    hw = Catalog.default().resolve_hardware(hardware)
+    return engine_config(CanonicalRun(setup=Setup(runtime="vllm", runtime_version=version)), hw)
+
+
+@pytest.mark.parametrize(
+    ("hardware", "version", "budget", "seqs"),
+    [
+        # 0.8.0-0.8.4: the larger budget by device name (H100/H200), 1024 sequences everywhere.
+        ("nvidia-h100-sxm", "0.8.0", 8192, 1024),
+        ("nvidia-l40s", "0.8.4", 2048, 1024),
+        ("nvidia-b200", "0.8.0", 2048, 1024),
+        # 0.8.5: by memory (>= 70 GiB), A100 80GB included; 0.9.0 excludes A100.
+        ("nvidia-a100-sxm-80gb", "0.8.5", 8192, 1024),
+        ("nvidia-a100-sxm-80gb", "0.9.0", 2048, 256),
+        ("nvidia-l40s", "0.9.2", 2048, 256),
+        # 0.28.0: 16384 from 160 GiB; 0.33.0: GB10 (compute capability 12.1) back on the small tier.
+        ("nvidia-b200", "0.27.0", 8192, 1024),
+        ("nvidia-b200", "0.28.0", 16384, 1024),
+        ("nvidia-dgx-spark-gb10", "0.32.0", 8192, 1024),
+        ("nvidia-dgx-spark-gb10", "0.33.0", 2048, 256),
+        # V0 (before 0.8.0): 256 sequences, the budget depends on max_model_len (unknown).
+        ("nvidia-h100-sxm", "0.7.3", None, 256),
+        # Unknown version: the newest release's defaults.
+        ("nvidia-b200", None, 16384, 1024),
+    ],
+)
+def test_vllm_batch_defaults_follow_the_release_and_the_device(
+    hardware: str, version: str | None, budget: int | None, seqs: int
+) -> None:
+    engine = _vllm_engine(hardware, version)
+    assert engine.batched_tokens.value == budget
+    assert engine.max_num_seqs.value == seqs
+    assert not engine.batched_tokens.explicit
+
+
+@pytest.mark.parametrize(("version", "fraction"), [("0.5.2", 0.9), ("0.19.0", 0.9), ("0.20.0", 0.92), (None, 0.92)])
+def test_vllm_memory_fraction_default_moved_to_092_in_020(version: str | None, fraction: float) -> None:
+    assert _vllm_engine("nvidia-h100-sxm", version).memory_fraction.value == fraction
+
+
+def test_quant_matrix_cells_read_from_the_kernels() -> None:
+    from advisor.catalog.capabilities import support
+
+    # vLLM: FP8 Marlin (W8A16) below capability 8.9; NVFP4 through FP4 Marlin off Blackwell.
+    assert support("vllm", "fp8", "ampere") == "weight-only"
+    assert support("vllm", "fp8", "ada") == "w8a8"
+    assert support("vllm", "nvfp4", "hopper") == "weight-only"
+    assert support("vllm", "nvfp4", "blackwell") == "w8a8"
+    # SGLang's plain AWQ kernel needs capability 7.5, awq_marlin 8.0.
+    assert support("sglang", "awq", "turing") == "weight-only"
+    assert "--quantization awq)" in fixes.weight_quant(4.0, "turing")["sglang"]
+    assert "--quantization awq_marlin)" in fixes.weight_quant(4.0, "ampere")["sglang"]
+
+
+def test_kv_unified_is_bounded_by_the_split_kv_pull_request() -> None:
+    assert runtimes.versions_of("llamacpp", "--kv-unified") == "builds after ggml-org/llama.cpp#14363"
+    note = runtimes.annotate_fix({"llamacpp": "-np 4 --kv-unified"}, "llamacpp", None)["llamacpp"]
+    assert note.endswith("(--kv-unified: builds after ggml-org/llama.cpp#14363)")
