@@ -203,3 +203,38 @@ def test_cli_predict_exits_1_when_the_model_does_not_fit(client: Any) -> None:
     ranked = run("predict", "--model", "llama-3.1-70b", "--quantization", "bf16", "--gpu-count", "4", "-o", "json")
     assert ranked.exit_code == 0, ranked.output
     assert {r["gpu_count"] for r in json.loads(ranked.stdout) if r["kind"] == "gpu"} == {4}
+
+
+def test_predict_sizes_the_kv_pool_the_way_the_runtime_does(client: Any) -> None:
+    """/predict passes the runtime to the KV-pool physics: SGLang keeps no activation reserve inside
+    its fraction, TensorRT-LLM's fraction is of what the weights leave, and each runtime's own
+    spelling of the fraction is read (not only vLLM's ``gpu_memory_utilization``)."""
+    from advisor.physics import kv_pool_bytes
+
+    workload = {"prompt_tokens_mean": 1000, "output_tokens_mean": 128}
+
+    def pool(runtime: str, **engine_args: float) -> int:
+        setup = {"hardware": "nvidia-h100-sxm", "model": "llama-3.1-8b", "quantization": "bf16", "runtime": runtime}
+        response = client.post(
+            "/api/v1/predict", json={"setup": {**setup, "engine_args": engine_args}, "workload": workload}
+        )
+        assert response.status_code == 200, response.text
+        return int(response.json()["kv_pool_tokens"])
+
+    vllm = pool("vllm", gpu_memory_utilization=0.9)
+    sglang = pool("sglang", mem_fraction_static=0.9)
+    trtllm = pool("trtllm", kv_cache_free_gpu_memory_fraction=0.9)
+    half = pool("sglang", mem_fraction_static=0.45)
+    # The same 0.9 means three different pools; the runtime's own spelling of the fraction counts.
+    assert len({vllm, sglang, trtllm}) == 3
+    assert half < sglang / 2
+    # The ratios follow kv_pool_bytes for each runtime (the per-token cost cancels out).
+    memory, weights = 80 * 1024**3, 8.03e9 * 2
+
+    def physics(runtime: str, fraction: float) -> float:
+        return kv_pool_bytes(
+            memory_bytes=memory, gpu_memory_utilization=fraction, weight_bytes_resident=weights, runtime=runtime
+        )
+
+    assert sglang / vllm == pytest.approx(physics("sglang", 0.9) / physics("vllm", 0.9), rel=0.02)
+    assert trtllm / vllm == pytest.approx(physics("trtllm", 0.9) / physics("vllm", 0.9), rel=0.02)

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from advisor.canonical import Setup, Workload, validate_setup_fields, validate_workload
+from advisor.canonical import CanonicalRun, Setup, Workload, validate_setup_fields, validate_workload
 from advisor.catalog import Catalog
 from advisor.domain.catalog.services import CatalogService
 from advisor.domain.models.provider import expectations_fn_for
@@ -15,6 +15,8 @@ from advisor.domain.predictions.schemas import Band, HardwareRanking, PredictIn,
 from advisor.errors import InvalidInput
 from advisor.ml.multi_device import expert_parallel, with_communication
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
+from advisor.rules.context import _memory_fraction, kv_pool_runtime
+from advisor.rules.knobs import engine_config
 
 __all__ = ["GPU_COUNTS", "PredictionService", "fewest_devices_that_fit", "predict", "rank_hardware"]
 
@@ -57,9 +59,18 @@ def _resolve(catalog: Catalog, setup: Setup) -> tuple[HardwareSpec, ModelSpec, Q
     return hw, model, quant, notes
 
 
+def _pool_semantics(hw: HardwareSpec, setup: Setup) -> tuple[str | None, float]:
+    """Whose semantics size the KV pool and the memory fraction as that runtime means it, read
+    from the setup's engine arguments the way an analysed run's are (:mod:`advisor.rules.context`):
+    vLLM's ``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static``, TGI's
+    ``--cuda-memory-fraction`` × its wiggle room, TensorRT-LLM's share of what the weights leave."""
+    engine = engine_config(CanonicalRun(setup=setup), hw)
+    runtime = kv_pool_runtime(setup.runtime, engine)
+    return runtime, _memory_fraction(engine, runtime)
+
+
 def _roofline(hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup, workload: Workload) -> Roofline:
-    engine = setup.engine_args or {}
-    gmu = engine.get("gpu_memory_utilization", 0.9)
+    runtime, fraction = _pool_semantics(hw, setup)
     return analyse(
         hw,
         model,
@@ -70,7 +81,8 @@ def _roofline(hw: HardwareSpec, model: ModelSpec, quant: QuantSpec, setup: Setup
         concurrency=max(1, _int(workload.concurrency, 1)),
         tensor_parallel=setup.tensor_parallel or setup.gpu_count or 1,
         kv_cache_dtype=setup.kv_cache_dtype or "auto",
-        gpu_memory_utilization=float(gmu) if isinstance(gmu, int | float) else 0.9,
+        gpu_memory_utilization=fraction,
+        runtime=runtime,
     )
 
 
