@@ -81,6 +81,21 @@ class ServerSettings(BaseSettings):
     bulk_max_body_bytes: int = Field(
         default=200_000_000, ge=1024, description="Largest bulk request body (413 above it)."
     )
+    request_timeout_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="Longest a request may take in the app: past it, 503 with Retry-After (408 while its body "
+        "is still arriving); 0: no bound.",
+    )
+    bulk_request_timeout_s: float = Field(
+        default=300.0, ge=0, description="The same bound for POST /api/v1/runs/bulk; 0: no bound."
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="Seconds a connection has to send a complete request line and headers (advisor serve); "
+        "past it, it is closed. 0: no bound.",
+    )
     debug: bool = Field(default=False, description="Litestar debug mode (tracebacks in responses).")
 
 

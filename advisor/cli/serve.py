@@ -95,10 +95,19 @@ def serve_command(
             **_log_config(settings.server.log_format, settings.server.log_level),
             timeout_worker_healthcheck=timeout_worker_healthcheck,
             timeout_graceful_shutdown=timeout_graceful_shutdown,
+            http=_http_protocol(),
         )
     finally:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
+
+
+def _http_protocol() -> str:
+    """uvicorn's httptools protocol with a bound on the request head (advisor.server.timeouts),
+    named, not imported: the supervisor process never imports the app."""
+    import importlib.util
+
+    return "advisor.server.timeouts:HeaderTimeoutProtocol" if importlib.util.find_spec("httptools") else "auto"
 
 
 def _log_config(log_format: str, level: str) -> dict[str, Any]:

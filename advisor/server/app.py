@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -23,10 +24,10 @@ from advisor import __version__
 from advisor.db.config import make_sqlalchemy_config
 from advisor.domain.reports.schedule import start_schedule as start_report_schedule
 from advisor.domain.reports.schedule import stop_schedule as stop_report_schedule
-from advisor.server.limits import InputLimitsMiddleware
 from advisor.server.metrics import DomainMetricsController
-from advisor.server.middleware import RequestIdMiddleware
+from advisor.server.middleware import RequestMetrics, edge_middleware
 from advisor.server.problems import internal_error_handler, problem_details_plugin
+from advisor.server.timeouts import RequestTimeoutMiddleware
 from advisor.settings import Settings, get_settings
 
 __all__ = ["create_app"]
@@ -63,6 +64,12 @@ _PROMETHEUS = PrometheusConfig(
     group_path=True,
     exclude=["/metrics", "/schema"],
 )
+
+
+@functools.cache
+def _request_metrics() -> RequestMetrics:
+    """One per process: the metric objects are process-wide (prometheus_client's registry)."""
+    return RequestMetrics(_PROMETHEUS)
 
 
 def _auth_plugins(settings: Settings) -> list[InitPlugin]:
@@ -105,7 +112,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     sqlalchemy_config = make_sqlalchemy_config(settings.db)
-    from advisor.domain.web import SecurityHeadersMiddleware, csrf_config, resolve_secret_key, session_config
+    from advisor.domain.web import csrf_config, resolve_secret_key, session_config
     from advisor.domain.web import template_config as web_template_config
 
     secret_key = resolve_secret_key(settings)
@@ -133,12 +140,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
             StructlogPlugin(log_config),
             *_auth_plugins(settings),
         ],
+        # Request id, security headers, (the rate limiter,) input limits and request metrics in
+        # one pure-ASGI layer (advisor.server.middleware), then the pages' sessions (not on /api/).
         middleware=[
-            RequestIdMiddleware(),
-            SecurityHeadersMiddleware(),
-            *_throttle(settings),
-            InputLimitsMiddleware(),
-            _PROMETHEUS.middleware,
+            *edge_middleware(throttle=_throttle(settings), metrics=_request_metrics()),
+            RequestTimeoutMiddleware(  # inside the edge: its 503/408 carry the request id and headers
+                seconds=settings.server.request_timeout_s, bulk_seconds=settings.server.bulk_request_timeout_s
+            ),
             session_config(secret_key).middleware,
         ],
         csrf_config=csrf_config(secret_key),
