@@ -17,7 +17,7 @@ class DeploymentController(Controller):
 
     @get("/", summary="List deployments")
     async def list_deployments(self, deployments: NamedDependency[DeploymentService]) -> list[DeploymentOut]:
-        return [await deployments.to_out(d) for d in await deployments.get_many()]
+        return await deployments.list_out()
 
     @get("/{name:str}", summary="A deployment and its SLOs")
     async def get_deployment(

@@ -71,6 +71,22 @@ class DeploymentService(SQLAlchemyAsyncRepositoryService[Deployment]):
             deployment.slo = slo_dict(data.slo)
         return await self.upsert(deployment, auto_commit=True)
 
+    async def list_out(self) -> list[DeploymentOut]:
+        """Every deployment with its run count and latest run, in two queries (not one per
+        deployment: the listing is a frequent read)."""
+        deployments = list(await self.get_many())
+        stats = {
+            deployment_id: (int(count), last)
+            for deployment_id, count, last in (
+                await self.repository.session.execute(
+                    select(Run.deployment_id, func.count(Run.id), func.max(Run.measured_at))
+                    .where(Run.deployment_id.is_not(None))
+                    .group_by(Run.deployment_id)
+                )
+            ).all()
+        }
+        return [self._out(d, *stats.get(d.id, (0, None))) for d in deployments]
+
     async def to_out(self, deployment: Deployment, *, with_stats: bool = True) -> DeploymentOut:
         count = last = None
         if with_stats:
@@ -80,6 +96,10 @@ class DeploymentService(SQLAlchemyAsyncRepositoryService[Deployment]):
                 )
             ).one()
             count, last = int(row[0]), row[1]
+        return self._out(deployment, count, last)
+
+    @staticmethod
+    def _out(deployment: Deployment, count: int | None, last: Any) -> DeploymentOut:
         return DeploymentOut(
             name=deployment.name,
             team=deployment.team,

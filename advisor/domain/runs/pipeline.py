@@ -31,7 +31,7 @@ import msgspec
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from advisor.canonical import RUNTIMES, SLO, CanonicalRun, validate_slo
+from advisor.canonical import RUNTIMES, SLO, CanonicalRun, Metrics, Setup, Workload, validate_run, validate_slo
 from advisor.catalog import Catalog
 from advisor.db.batching import GroupCommitter, on_connection, writer_lock
 from advisor.db.config import database_key
@@ -66,8 +66,8 @@ from advisor.domain.runs.store import (
 )
 from advisor.domain.runs.submission import SubmissionRequest, split_bulk
 from advisor.errors import AdvisorError, Conflict, InvalidInput, MalformedInput, NotFound
-from advisor.ingest.submission import ParsedSubmission
-from advisor.rules.context import BaselinePoint, ExpectationsFn
+from advisor.ingest.submission import ParsedSubmission, merge_contexts
+from advisor.rules.context import BaselinePoint, ExpectationsFn, baseline_point
 from advisor.server import metrics
 
 __all__ = ["Outcome", "RunPipeline", "drain_background", "submit"]
@@ -196,6 +196,44 @@ def _context_doc(parsed: ParsedSubmission) -> dict[str, Any]:
     return doc
 
 
+#: The most runs of one cell a batch's baselines read at once (else that cell is read per run).
+_WINDOW_ROWS = 2_000
+_NO_SETUP, _NO_WORKLOAD, _NO_METRICS = Setup(), Workload(), Metrics()
+_BULK_ARRAY = msgspec.json.Decoder(list[CanonicalRun], strict=False)
+_BULK_LINE = msgspec.json.Decoder(CanonicalRun, strict=False)
+
+
+def _canonical_bulk(body: bytes, max_runs: int) -> list[CanonicalRun] | None:
+    """A bulk body of canonical runs, decoded in one pass into typed runs (and validated); None
+    when any item is something else (a native file, a wrapper) or is refused, which the
+    item-by-item path then parses, sniffs and names (``items[i].field``) exactly as before.
+
+    What it spares is per item: a stdlib JSON decode of the whole array, a re-encode per item,
+    format sniffing (another decode), and the context merge of every item.
+    """
+    stripped = body.strip()
+    try:
+        if stripped[:1] == b"[":
+            runs = _BULK_ARRAY.decode(stripped)
+        else:
+            runs = [_BULK_LINE.decode(line) for line in stripped.splitlines() if line.strip()]
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+        return None
+    if not runs or len(runs) > max_runs:
+        return None
+    for run in runs:
+        # The careful path sniffs a canonical run by its sections; an item with none of them is
+        # not one (or not only one), so it decides.
+        if run.setup == _NO_SETUP and run.workload == _NO_WORKLOAD and run.metrics == _NO_METRICS:
+            return None
+        try:
+            validate_run(run)
+        except InvalidInput:
+            return None
+        run.source.format = run.source.format or "canonical"
+    return runs
+
+
 def _keys(idempotency_key: str, n: int) -> list[str]:
     return [f"{idempotency_key}#{i}" for i in range(n)]
 
@@ -249,9 +287,18 @@ class RunPipeline:
         return resolve_submission(parsed, await self.catalog())
 
     async def analyse(
-        self, resolved: ResolvedRun, deployment: Deployment | None, slo: SLO | None, *, exclude: int | None = None
+        self,
+        resolved: ResolvedRun,
+        deployment: Deployment | None,
+        slo: SLO | None,
+        *,
+        exclude: int | None = None,
+        baseline: Sequence[CanonicalRun | BaselinePoint] | None = None,
     ) -> RunAnalysis:
-        baseline = await self._baseline(deployment.id if deployment is not None else None, resolved, exclude)
+        """``baseline``: the comparable earlier runs when the caller has them (a batch read them
+        together); else they are read here."""
+        if baseline is None:
+            baseline = await self._baseline(deployment.id if deployment is not None else None, resolved, exclude)
         if self._expectations_fn is None:
             self._expectations_fn = await expectations_fn_for(self.session)
         return analyse_run(
@@ -544,10 +591,18 @@ class RunPipeline:
         ``/runs/{id}/raw`` can give back exactly the item it came from.
         """
         resolved: list[tuple[int, ResolvedRun, ParsedSubmission]] = []
-        for index, one in enumerate(request.bulk_items(max_runs)):
+        canonical = _canonical_bulk(request.body, max_runs)
+        items = request.bulk_items(max_runs) if canonical is None else None
+        catalog = await self.catalog()
+        context = merge_contexts(*request.layers) if canonical is not None else None
+        for index in range(len(canonical) if canonical is not None else len(items or ())):
             try:
-                parsed = one.parse()
-                resolved.extend((index, r, parsed) for r in await self.resolve(parsed))
+                if canonical is not None and context is not None:
+                    run = canonical[index]
+                    parsed = ParsedSubmission("canonical", [run], b"", "application/json", None, context, run.slo)
+                else:
+                    parsed = (items or [])[index].parse()
+                resolved.extend((index, r, parsed) for r in resolve_submission(parsed, catalog))
             except InvalidInput as exc:
                 exc.field = f"items[{index}]" + (f".{exc.field}" if exc.field and exc.field != "body" else "")
                 raise
@@ -564,6 +619,7 @@ class RunPipeline:
         now = datetime.now(UTC)
         seen: set[str] = set(reads.known_hashes)
         runtimes: dict[str, str | None] = {}
+        contexts: dict[int, dict[str, Any]] = {}  # one document per distinct context (one, usually)
         for index, item, parsed in resolved:
             if item.hash in seen:
                 continue
@@ -573,7 +629,10 @@ class RunPipeline:
             if run.deployment and run.deployment not in plan.deployment_ids:
                 runtimes.setdefault(run.deployment, run.setup.runtime)
             values = run_values(item) | analysis_values(None)
-            values.update(source_index=index, context=_context_doc(parsed))
+            doc = contexts.get(id(parsed.context))
+            if doc is None:
+                doc = contexts[id(parsed.context)] = _context_doc(parsed)
+            values.update(source_index=index, context=doc)
             plan.runs.append(values)
             plan.run_deployments.append(run.deployment)
             plan.run_raws.append(0)
@@ -611,19 +670,71 @@ class RunPipeline:
             run, specs, row.content_hash, row.hardware_id, row.model_id, row.quantization_id, row.source_index
         )
 
-    async def analysis_update(self, row: Run, *, only_unanalysed: bool) -> RunUpdate:
+    async def analysis_update(
+        self,
+        row: Run,
+        *,
+        only_unanalysed: bool,
+        resolved: ResolvedRun | None = None,
+        baseline: Sequence[CanonicalRun | BaselinePoint] | None = None,
+    ) -> RunUpdate:
         """A stored run analysed anew (its deployment's SLO and baseline as they stand)."""
-        analysis = await self.analyse(await self._resolved_row(row), row.deployment, None, exclude=row.id)
+        resolved = resolved if resolved is not None else await self._resolved_row(row)
+        analysis = await self.analyse(resolved, row.deployment, None, exclude=row.id, baseline=baseline)
         return RunUpdate(row.id, analysis_values(analysis), recommendation_rows(analysis), only_unanalysed)
 
-    async def analyse_rows(self, rows: Sequence[Run]) -> int:
+    async def batch_baselines(self, items: Sequence[tuple[Run, ResolvedRun]]) -> dict[int, list[BaselinePoint]]:
+        """The baselines of several stored runs, by run id, read per cell in two queries (the
+        cell's runs within the batch's time span, and the newest :data:`RunService.BASELINE_RUNS`
+        before it) instead of one query per run. Each run's is then what :meth:`RunService.baseline`
+        would read for it: the newest comparable runs measured before it, itself excluded. A cell
+        whose span holds more than :data:`_WINDOW_ROWS` runs is left out (read per run)."""
+        cells: dict[tuple[Any, ...], list[tuple[Run, ResolvedRun]]] = {}
+        for row, resolved in items:
+            if row.deployment_id is not None and row.measured_at is not None:
+                cells.setdefault(cell_key("", row.deployment_id, _cell_values(resolved)), []).append((row, resolved))
+        out: dict[int, list[BaselinePoint]] = {}
+        limit = RunService.BASELINE_RUNS
+        for members in cells.values():
+            first, resolved = members[0]
+            assert first.deployment_id is not None
+            values = _cell_values(resolved)
+            stamps = [row.measured_at for row, _ in members]
+            since, until = min(stamps), max(stamps)
+            window = await self.runs.cell_runs(
+                deployment_id=first.deployment_id, values=values, since=since, until=until, limit=_WINDOW_ROWS + 1
+            )
+            if len(window) > _WINDOW_ROWS:
+                continue
+            older = await self.runs.cell_runs(
+                deployment_id=first.deployment_id, values=values, since=None, until=since, limit=limit
+            )
+            points = [(ident, baseline_point(run)) for ident, run in [*window, *older]]  # newest first
+            for row, _ in members:
+                out[row.id] = [
+                    p
+                    for ident, p in points
+                    if ident != row.id and p.measured_at is not None and p.measured_at < row.measured_at
+                ][:limit]
+        return out
+
+    async def analyse_rows(self, rows: Sequence[Run], *, yield_to_bulk: bool = False) -> int:
         """Analyse stored runs that have no analysis yet and store it; how many this call stored
-        (another worker may have been first)."""
+        (another worker may have been first). ``yield_to_bulk`` (the background analysis): wait
+        between runs while this worker serves a bulk request."""
         if not rows:
             return 0
         plan = WritePlan(deployment_ids={})
-        for row in sorted(rows, key=lambda r: (r.measured_at, r.id)):
-            plan.updates.append(await self.analysis_update(row, only_unanalysed=True))
+        ordered = sorted(rows, key=lambda r: (r.measured_at, r.id))
+        prepared = [(row, await self._resolved_row(row)) for row in ordered]
+        baselines = await self.batch_baselines(prepared) if len(prepared) > 1 else {}
+        foreground = _Foreground.here()
+        for row, resolved in prepared:
+            if yield_to_bulk and foreground.bulks:
+                await foreground.idle.wait()
+            plan.updates.append(
+                await self.analysis_update(row, only_unanalysed=True, resolved=resolved, baseline=baselines.get(row.id))
+            )
         async with writer_lock(self.session):
             written = await on_connection(self.session, functools.partial(write_plan, plan=plan))
             await self.session.commit()
@@ -651,7 +762,7 @@ class RunPipeline:
             rows = list((await self.session.execute(pending.order_by(Run.measured_at, Run.id).limit(batch))).scalars())
             if not rows:
                 return done
-            done += await self.analyse_rows(rows)
+            done += await self.analyse_rows(rows, yield_to_bulk=True)
             self.session.expunge_all()
 
     def schedule_pending_analysis(self) -> None:
@@ -711,8 +822,8 @@ class RunPipeline:
                 filters.until,
                 filters.verdict,
             )
-        rows, total, next_cursor = await self.runs.page(filters, limit=limit, cursor=cursor)
-        return RunPage(items=[run_to_out(r) for r in rows], total=total, limit=limit, next_cursor=next_cursor)
+        items, total, next_cursor = await self.runs.page(filters, limit=limit, cursor=cursor)
+        return RunPage(items=items, total=total, limit=limit, next_cursor=next_cursor)
 
     async def raw(self, run_id: int) -> tuple[bytes, str, str | None]:
         """The bytes a run was parsed from: ``(data, media type, file name)``."""

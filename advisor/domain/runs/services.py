@@ -92,8 +92,8 @@ class RunFilters:
     verdict: str | None = None
 
 
-def _encode_cursor(row: Run) -> str:
-    return base64.urlsafe_b64encode(f"{row.measured_at.isoformat()}|{row.id}".encode()).decode()
+def _encode_cursor(measured_at: datetime, run_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{measured_at.isoformat()}|{run_id}".encode()).decode()
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, int]:
@@ -157,6 +157,15 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         )
         return list(rows.scalars())
 
+    @staticmethod
+    def _cell_conditions(deployment_id: int, values: dict[str, Any]) -> list[Any]:
+        conditions = [Run.deployment_id == deployment_id]
+        for column in ("runtime", "hardware_id", "model_id", "quantization_id", "concurrency"):
+            value = values.get(column)
+            attr = getattr(Run, column)
+            conditions.append(attr.is_(None) if value is None else attr == value)
+        return conditions
+
     async def baseline(
         self, exclude_id: int | None, *, deployment_id: int | None, values: dict[str, Any], limit: int = BASELINE_RUNS
     ) -> list[CanonicalRun]:
@@ -164,11 +173,7 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         and concurrency, measured before this one."""
         if deployment_id is None:
             return []
-        conditions = [Run.deployment_id == deployment_id]
-        for column in ("runtime", "hardware_id", "model_id", "quantization_id", "concurrency"):
-            value = values.get(column)
-            attr = getattr(Run, column)
-            conditions.append(attr.is_(None) if value is None else attr == value)
+        conditions = self._cell_conditions(deployment_id, values)
         measured_at = values.get("measured_at")
         if measured_at is not None:
             conditions.append(Run.measured_at < measured_at)
@@ -183,20 +188,33 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
         )
         rows = (await self.repository.session.execute(stmt)).all()
         deployment = values.get("deployment")  # the name: comparable() checks it
-        return [
-            msgspec.convert(
-                {
-                    "deployment": deployment,
-                    "measured_at": r.measured_at,
-                    "setup": r.setup,
-                    "workload": r.workload,
-                    "metrics": r.metrics,
-                },
-                CanonicalRun,
-                strict=False,
-            )
-            for r in rows
-        ]
+        return [_baseline_run(deployment, r.measured_at, r.setup, r.workload, r.metrics) for r in rows]
+
+    async def cell_runs(
+        self,
+        *,
+        deployment_id: int,
+        values: dict[str, Any],
+        since: datetime | None,
+        until: datetime,
+        limit: int | None,
+    ) -> list[tuple[int, CanonicalRun]]:
+        """The runs of one baseline cell (as :meth:`baseline` filters them) measured in
+        ``[since, until)``, newest first, at most ``limit``, with their ids: what the baselines of a
+        batch of stored runs are cut from (:meth:`RunPipeline.analyse_rows`)."""
+        conditions = [*self._cell_conditions(deployment_id, values), Run.measured_at < until]
+        if since is not None:
+            conditions.append(Run.measured_at >= since)
+        stmt = (
+            select(Run.id, Run.measured_at, Run.setup, Run.workload, Run.metrics)
+            .where(and_(*conditions))
+            .order_by(Run.measured_at.desc(), Run.id.desc())
+        )
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        rows = (await self.repository.session.execute(stmt)).all()
+        deployment = values.get("deployment")
+        return [(int(r.id), _baseline_run(deployment, r.measured_at, r.setup, r.workload, r.metrics)) for r in rows]
 
     def _filtered(self, stmt: Select[Any], filters: RunFilters) -> Select[Any]:
         if filters.deployment is not None:
@@ -218,18 +236,38 @@ class RunService(SQLAlchemyAsyncRepositoryService[Run]):
             stmt = stmt.where(Run.measured_at < filters.until)
         return stmt
 
-    async def page(self, filters: RunFilters, *, limit: int, cursor: str | None) -> tuple[list[Run], int, str | None]:
-        """Newest first, keyset-paginated on (measured_at, id), with the filtered total."""
+    async def page(
+        self, filters: RunFilters, *, limit: int, cursor: str | None
+    ) -> tuple[list[RunOut], int, str | None]:
+        """Newest first, keyset-paginated on (measured_at, id), with the filtered total.
+
+        The listing is most of a server's reads: it selects the columns the answer shows (no ORM
+        entities, no raw payload) with the deployment's name joined. (The total stays a query of
+        its own: ``count(*) OVER ()`` would make the database read every matching row first.)"""
         session = self.repository.session
         total = int((await session.execute(self._filtered(select(func.count(Run.id)), filters))).scalar_one())
-        stmt = self._filtered(select(Run), filters)
+        stmt = self._filtered(select(*_PAGE_COLUMNS, Deployment.name.label("deployment_name")), filters)
+        if filters.deployment is None:  # _filtered joins it when it filters on it
+            stmt = stmt.outerjoin(Deployment, Run.deployment_id == Deployment.id)
         if cursor:
             stamp, ident = _decode_cursor(cursor)
             stmt = stmt.where(or_(Run.measured_at < stamp, and_(Run.measured_at == stamp, Run.id < ident)))
         stmt = stmt.order_by(Run.measured_at.desc(), Run.id.desc()).limit(limit + 1)
-        rows = list((await session.execute(stmt)).scalars())
-        next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
-        return rows[:limit], total, next_cursor
+        rows = (await session.execute(stmt)).all()
+        items = [run_out(row.id, row.deployment_name, row._mapping) for row in rows[:limit]]
+        next_cursor = _encode_cursor(rows[limit - 1].measured_at, rows[limit - 1].id) if len(rows) > limit else None
+        return items, total, next_cursor
+
+
+_PAGE_COLUMNS = (
+    Run.id, Run.measured_at, Run.created_at, Run.submitted_by, Run.content_hash, Run.verdict, Run.setup,
+    Run.workload, Run.metrics, Run.labels, Run.source, Run.decode_efficiency, Run.prefill_efficiency, Run.analysis,
+)  # fmt: skip
+
+
+def _baseline_run(deployment: Any, measured_at: Any, setup: Any, workload: Any, metrics: Any) -> CanonicalRun:
+    doc = {"deployment": deployment, "measured_at": measured_at, "setup": setup, "workload": workload}
+    return msgspec.convert({**doc, "metrics": metrics}, CanonicalRun, strict=False)
 
 
 def is_integrity_error(exc: BaseException) -> bool:
