@@ -363,12 +363,17 @@ def public_observations(
         fp16 = _num(row["peak_fp16_tflops"]) or (_catalog_fp16(known) if known is not None else None)
         eight_bit = fp16 * 2 if fp16 and row["quant"] in ("FP8", "FP4") else None
         vendor = known.vendor if known is not None else _vendor_of(row["hardware"])
+        bandwidth = float(row["mem_bandwidth_gb_s"])
+        if known is not None and known.kind == kind == "cpu" and known.mem_bandwidth_gb_s < bandwidth:
+            # The row states the SoC's bandwidth; the catalog's CPU row what its CPU cores can
+            # draw (the M2 Max's: half the SoC's, hardware_added.csv).
+            bandwidth = known.mem_bandwidth_gb_s
         hw = HardwareSpec(
             known.id if known is not None else "row",
             row["hardware"],
             kind,
             vendor,
-            float(row["mem_bandwidth_gb_s"]),
+            bandwidth,
             known.memory_gb if known is not None else None,
             fp16,
             fp16,

@@ -78,7 +78,8 @@ class Fallback:
 class Head:
     """One target's Pipeline and its interval offsets (log space, ``(low, high)`` per hardware
     kind; ``"*"`` pools every kind). With a ``base`` (:mod:`advisor.ml.base`) the Pipeline
-    predicts what is left over the base, and the head predicts their sum."""
+    predicts what is left over the base, and the head predicts the base plus ``shrink`` times
+    the Pipeline (:mod:`advisor.ml.shrink`)."""
 
     target: str
     pipeline: Pipeline
@@ -87,6 +88,13 @@ class Head:
     compiled: CompiledPipeline | None = field(default=None, repr=False, compare=False)
     base: PhysicalBase | None = None
     fallback: Fallback | None = None
+    #: λ of :mod:`advisor.ml.shrink`: with a base, the head serves ``base + λ · trees`` (log
+    #: space: ``base × exp(λ · trees)`` in the target's units), λ chosen by the grouped CV.
+    shrink: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.shrink <= 1.0:
+            raise ValueError(f"shrink must be within [0, 1], got {self.shrink!r}")
 
     def falls_back(self, family: str) -> bool:
         """Whether a row of this hardware family (:func:`advisor.ml.features.hardware_family`) is
@@ -117,6 +125,8 @@ class Head:
             trees = self.compiled.predict_large(self.pipeline, seen)
         if self.base is None:
             return trees
+        if self.shrink != 1.0:
+            trees = self.shrink * trees
         return self.base.predict_rows(rows) + trees
 
 

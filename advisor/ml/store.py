@@ -103,6 +103,7 @@ def dumps(model: PerformanceModel, *, version: str, meta: Mapping[str, Any]) -> 
                 "n_train": int(head.n_train),
                 **({"base": head.base.to_dict()} if head.base is not None else {}),
                 **({"fallback": head.fallback.to_dict()} if head.fallback is not None else {}),
+                **({"shrink": float(head.shrink)} if head.shrink != 1.0 else {}),
             }
             for target, head in model.heads.items()
         },
@@ -148,6 +149,7 @@ def loads(
                 int(spec["n_train"]),
                 base=PhysicalBase.from_dict(spec["base"]) if spec.get("base") is not None else None,
                 fallback=Fallback.from_dict(spec["fallback"]) if spec.get("fallback") is not None else None,
+                shrink=float(spec.get("shrink", 1.0)),
             )
             for target, spec in document["heads"].items()
         }

@@ -54,7 +54,8 @@ from advisor.ml.features import (
     tree_frame,
 )
 from advisor.ml.model import FALLBACK_WIDENING, Fallback, Head, PerformanceModel
-from advisor.ml.pipeline import gradient_boosting, linear
+from advisor.ml.pipeline import GBM_PARAMS, fit_weighted, fold_boosting, gradient_boosting, linear
+from advisor.ml.shrink import Losses, Selection, apply_nested
 
 __all__ = [
     "CV_MAX_ROWS",
@@ -444,20 +445,80 @@ def _n_folds(ts: TrainingSet, scheme: str) -> int:
     return int(splitter.get_n_splits(groups=_groups(ts, scheme)))
 
 
+@dataclass(frozen=True)
+class _Sample:
+    """What every fold of every CV grouping of one target's sample reads, computed once: the
+    feature frame, the same rows encoded (:func:`_encode`, for the ridge) and as the trees see
+    them (after :func:`tree_frame`), both None when they cannot be encoded once, and each row's
+    hardware family."""
+
+    frame: pd.DataFrame
+    matrix: FloatArray | None
+    trees: FloatArray | None
+    families: StrArray
+
+    @classmethod
+    def of(cls, ts: TrainingSet) -> _Sample:
+        frame = ts.frame
+        matrix = _encode(frame)
+        neutral = tree_frame(ts.target, frame)
+        trees = matrix if neutral is frame else _encode(neutral)
+        return cls(frame, matrix, trees, hardware_families(ts))
+
+
+def _encode(frame: pd.DataFrame) -> FloatArray | None:
+    """``frame`` as the matrix :func:`advisor.ml.pipeline.gradient_boosting`'s ColumnTransformer
+    hands its trees: the categoricals as ordinal codes (NaN when missing), then the numerics.
+    Encoded once for a whole CV sample instead of once per fold: a fold's encoder numbers only
+    the categories its training rows have, but both number them in sorted order, and the
+    boosting bins a category by its rank among the training codes, so the trees are the same; a
+    category the training rows lack is unknown to the trees either way and goes where missing
+    values go. None when a categorical has more labels than the boosting has bins (then every
+    fold encodes its own rows, as the Pipeline does)."""
+    out = np.empty((len(frame), len(FEATURES)))
+    for j, name in enumerate(CATEGORICAL):
+        labels = frame[name].to_numpy(dtype=object)
+        present = np.array([isinstance(v, str) for v in labels.tolist()], dtype=bool)
+        names, codes = np.unique(labels[present].astype(str), return_inverse=True)
+        if len(names) > int(GBM_PARAMS["max_bins"]):  # type: ignore[call-overload]
+            return None
+        out[:, j] = np.nan
+        out[present, j] = codes
+    for j, name in enumerate(NUMERIC, start=len(CATEGORICAL)):
+        out[:, j] = frame[name].to_numpy(dtype=np.float64)
+    return out
+
+
 def _fold(
-    ts: TrainingSet, frame: pd.DataFrame, train: npt.NDArray[np.intp], test: npt.NDArray[np.intp]
+    ts: TrainingSet, sample: _Sample, train: npt.NDArray[np.intp], test: npt.NDArray[np.intp]
 ) -> dict[str, FloatArray]:
     """Every method's predictions for one held-out fold."""
+    frame = sample.frame
     x_train, y_train, w_train = frame.iloc[train], ts.y[train], ts.weight[train]
     x_test = frame.iloc[test]
-    base, gbm = _fit_hybrid(ts.target, x_train, y_train, w_train)
-    ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
-    base_test = base.predict_frame(x_test)
+    if sample.trees is None or len(train) > RESAMPLE_ROWS:
+        base, gbm = _fit_hybrid(ts.target, x_train, y_train, w_train)
+        base_test = base.predict_frame(x_test)
+        trees_test = np.asarray(gbm.predict(tree_frame(ts.target, x_test)), dtype=np.float64)
+    else:
+        # What _fit_hybrid fits, on the sample's tree matrix (the same trees, without the
+        # ColumnTransformer's per-fold encoding and with the faster weighted binning).
+        base = fit_base(ts.target, x_train, y_train, w_train)
+        residual = y_train - base.predict_frame(x_train)
+        boosting = fold_boosting(target=ts.target).fit(sample.trees[train], residual, sample_weight=w_train)
+        base_test = base.predict_frame(x_test)
+        trees_test = np.asarray(boosting.predict(sample.trees[test]), dtype=np.float64)
+    if sample.matrix is None:
+        ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
+        linear_test = np.asarray(ridge.predict(x_test), dtype=np.float64)
+    else:
+        ridge = linear(encoded=True).fit(sample.matrix[train], y_train, model__sample_weight=w_train)
+        linear_test = np.asarray(ridge.predict(sample.matrix[test]), dtype=np.float64)
     constant = weighted_median(y_train, w_train)
-    model = base_test + np.asarray(gbm.predict(tree_frame(ts.target, x_test)), dtype=np.float64)
+    model = base_test + trees_test
     # What the deployed head does (:class:`advisor.ml.model.Fallback`): a kind of device absent
     # from training is answered by the roofline × the constant.
-    families = hardware_families(ts)
+    families = sample.families
     unseen = ~np.isin(families[test], np.unique(families[train]))
     raw = model.copy()
     model[unseen] = constant
@@ -466,7 +527,7 @@ def _fold(
         _RAW: raw,
         _UNSEEN: unseen.astype(np.float64),
         _BASE: base_test,
-        "linear": np.asarray(ridge.predict(x_test), dtype=np.float64),
+        "linear": linear_test,
         "roofline": np.zeros(len(test)),
         "constant": np.full(len(test), constant),
     }
@@ -480,7 +541,9 @@ def _fit_hybrid(
     Past :data:`RESAMPLE_ROWS` rows the trees learn from a weighted draw with replacement, without
     weights (the frequency meaning of a weight). Given weights, scikit-learn's histogram binning
     computes every bin edge of every feature as its own weighted percentile, which costs more than
-    the boosting itself on 100,000 rows; it does the same draw itself past 200,000 rows.
+    the boosting itself on 100,000 rows; it does the same draw itself past 200,000 rows. Below
+    :data:`RESAMPLE_ROWS` the weighted edges are computed in one pass
+    (:func:`advisor.ml.pipeline.fit_weighted`: the same edges and trees, a plain estimator stored).
     """
     base = fit_base(target, x, y, weight)
     residual = y - base.predict_frame(x)
@@ -490,11 +553,13 @@ def _fit_hybrid(
         drawn = np.sort(rng.choice(len(x), size=RESAMPLE_ROWS, replace=True, p=weight / weight.sum()))
         gbm = gradient_boosting(random_state=random_state, target=target).fit(x.iloc[drawn], residual[drawn])
     else:
-        gbm = gradient_boosting(random_state=random_state, target=target).fit(x, residual, model__sample_weight=weight)
+        gbm = fit_weighted(gradient_boosting(random_state=random_state, target=target), x, residual, weight)
     return base, gbm
 
 
-def _cross_validate(ts: TrainingSet, scheme: str, tick: Callable[[str], None]) -> _SchemeRun | None:
+def _cross_validate(
+    ts: TrainingSet, scheme: str, tick: Callable[[str], None], sample: _Sample | None = None
+) -> _SchemeRun | None:
     groups = _groups(ts, scheme)
     splitter = _splitter(scheme, groups)
     if splitter is None:
@@ -504,10 +569,10 @@ def _cross_validate(ts: TrainingSet, scheme: str, tick: Callable[[str], None]) -
     predictions = {method: np.zeros(n) for method in (*_METHODS, *_APART)}
     # Folds run one after the other: fitting them in threads was slower (the boosting loop holds
     # the GIL between its compiled steps), and worker processes would multiply the memory.
-    frame = ts.frame
-    for fold, (train, test) in enumerate(splitter.split(frame, ts.y, groups)):
+    sample = sample or _Sample.of(ts)
+    for fold, (train, test) in enumerate(splitter.split(sample.frame, ts.y, groups)):
         folds[test] = fold
-        for method, values in _fold(ts, frame, train, test).items():
+        for method, values in _fold(ts, sample, train, test).items():
             predictions[method][test] = values
         tick(f"{ts.target}: CV by {scheme}, fold {fold + 1}")
     return _SchemeRun(folds, predictions)
@@ -581,21 +646,50 @@ def _widest(offsets: Sequence[Mapping[str, tuple[float, float]]]) -> dict[str, t
 
 
 def _fallback_mode(ts: TrainingSet, runs: Iterable[_SchemeRun]) -> str | None:
-    """How a head answers a hardware kind it never saw: ``"constant"`` (roofline × constant),
-    ``"base"`` (the physics-shaped base without the trees) or None (the hybrid as it is),
-    whichever scored the lowest MdAPE on the cross-validated rows whose kind the fold never saw
-    (``"constant"`` when no row was unseen: nothing says the trees carry to a new kind). Decided
-    on the same CV it is reported by, so the scores are slightly optimistic (docs/model.md)."""
-    pools: dict[str | None, list[FloatArray]] = {"constant": [], "base": [], None: []}
+    """How a head answers a hardware kind it never saw: ``"constant"`` (roofline × constant) or
+    ``"base"`` (the physics-shaped base without the trees), whichever scored the lower MdAPE on
+    the cross-validated rows whose kind the fold never saw (``"constant"`` when no row was
+    unseen). Never the trees: they answer an unseen kind from the nearest leaf of another, which
+    can be far off however they scored on the few kinds the CV could leave out (issue #17: an
+    APU answered like a datacenter GPU), and only a fallback carries the wider band and says so.
+    Decided on the same CV it is reported by, so the scores are slightly optimistic
+    (docs/model.md)."""
+    pools: dict[str | None, list[FloatArray]] = {"constant": [], "base": []}
     for run in runs:
         unseen = run.predictions[_UNSEEN] > 0.5
         if unseen.any():
-            for mode, method in (("constant", "constant"), ("base", _BASE), (None, _RAW)):
+            for mode, method in (("constant", "constant"), ("base", _BASE)):
                 pools[mode].append(_ape(run.predictions[method][unseen], ts.y[unseen]))
-    if not pools[None]:
+    if not pools["constant"]:
         return "constant"
     scores = {mode: float(np.median(np.concatenate(values))) for mode, values in pools.items()}
     return min(scores, key=lambda mode: (scores[mode], mode is None))
+
+
+def _shrink_trees(ts: TrainingSet, runs: Mapping[str, _SchemeRun], mode: str | None) -> dict[str, Any]:
+    """The head's λ (:mod:`advisor.ml.shrink`: ``base + λ · trees``), chosen on the out-of-fold
+    predictions of the calibration groupings, and each grouping's raw predictions replaced by
+    ``base + λ_fold · trees`` with λ_fold chosen without that fold's rows (so every score and the
+    band below are the shrunk model's, its λ chosen on other folds)."""
+
+    def selection(run: _SchemeRun) -> Selection:
+        return Selection(run.predictions[_BASE], run.predictions[_RAW], run.predictions[_UNSEEN] < 0.5)
+
+    chosen = [s for s in runs if s in CALIBRATION_SCHEMES] or list(runs)
+    pool = [selection(runs[s]) for s in chosen]
+    losses = Losses(ts.y, pool)
+    out: dict[str, Any] = {"lambda": losses.choose(), "chosen_on": chosen, "schemes": {}}
+    answer = {"constant": "constant", "base": _BASE}.get(mode or "", _RAW)
+    for scheme, run in runs.items():
+        item = selection(run)
+        lambdas = losses.nested(run.folds)
+        unshrunk = np.where(item.seen, item.raw, run.predictions[answer])
+        run.predictions[_RAW] = apply_nested(item, run.folds, lambdas)
+        out["schemes"][scheme] = {
+            "fold_lambdas": [lambdas[f] for f in sorted(lambdas)],
+            "mdape_unshrunk": _round(float(np.median(_ape(unshrunk, ts.y)))),
+        }
+    return out
 
 
 def _answer_unseen(run: _SchemeRun, mode: str | None) -> None:
@@ -657,10 +751,12 @@ def fit(
     (the published set alone has over 400 of each).
     """
     sets = dict(observations) if isinstance(observations, Mapping) else build_training_sets(observations)
-    # One OpenMP thread: for the sizes here OpenMP's fork-join per tree costs more than it saves,
-    # badly so on a busy host where its threads spin waiting for each other (measured: a fit on
-    # 12,000 cells took longer with two threads than with one).
-    with threadpool_limits(limits=1, user_api="openmp"):
+    # One thread, OpenMP and BLAS alike: for the sizes here a thread pool's fork-join per tree or
+    # per small matrix product costs more than it saves, badly so on a busy host where the
+    # threads spin waiting for each other (measured: a fit on 12,000 cells took longer with two
+    # OpenMP threads than with one; the ridge baseline's leave-one-out, 4,000 rows × 42 columns,
+    # took 2.4x the CPU time with two OpenBLAS threads: docs/benchmarks.md).
+    with threadpool_limits(limits=1):
         return _fit(sets, cv=cv, cv_max_rows=cv_max_rows, progress=progress, seed=seed, schemes=schemes)
 
 
@@ -711,12 +807,16 @@ def _fit(
         calibrations: list[tuple[str, FloatArray, npt.NDArray[np.intp]]] = []
         fallback_mode: str | None = "constant"
         if cv:
+            shared = _Sample.of(sample)
             runs = {
                 scheme: run
                 for scheme in schemes_of(target)
-                if (run := _cross_validate(sample, scheme, tick)) is not None
+                if (run := _cross_validate(sample, scheme, tick, shared)) is not None
             }
+            del shared
             fallback_mode = _fallback_mode(sample, runs.values())
+            shrink = _shrink_trees(sample, runs, fallback_mode)
+            target_metrics["shrink"] = shrink
             target_metrics["unseen_kind_answer"] = fallback_mode or "model"
             for scheme, run in runs.items():
                 _answer_unseen(run, fallback_mode)
@@ -761,7 +861,8 @@ def _fit(
         target_metrics["interval"]["offsets"] = {k: [_round(lo), _round(hi)] for k, (lo, hi) in interval.items()}
         target_metrics["base"] = base.to_dict()
         fallback = _fallback(ts, fallback_mode, base.predict_frame(frame)) if fallback_mode else None
-        heads[target] = Head(target, pipeline, interval, len(ts), base=base, fallback=fallback)
+        lam = float(target_metrics.get("shrink", {}).get("lambda", 1.0))
+        heads[target] = Head(target, pipeline, interval, len(ts), base=base, fallback=fallback, shrink=lam)
         metrics["targets"][target] = target_metrics
     metrics["beats_baselines"] = beats
     model = PerformanceModel(heads, version="unversioned", meta={}).compile()
