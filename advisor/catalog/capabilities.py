@@ -29,6 +29,7 @@ __all__ = [
     "Support",
     "capabilities",
     "capability",
+    "gain_cap",
     "support",
     "support_source",
     "weight_quant_choice",
@@ -75,7 +76,9 @@ class QuantChoice:
     """A weight format this runtime runs on this generation.
 
     ``key`` is the what-if key (:data:`advisor.rules.whatif.QUANT_FALLBACKS`), ``method`` the
-    support-matrix method, ``how`` its mode, ``max_gain``/``gain_source`` the documented speed-up."""
+    support-matrix method, ``how`` its mode, ``max_gain``/``gain_source`` the decode speed-up over
+    16-bit weights the format reaches in practice and where that figure comes from (a published
+    figure, or ``estimate: …``)."""
 
     key: str
     method: str
@@ -84,6 +87,11 @@ class QuantChoice:
     max_gain: float | None
     gain_source: str | None
     source: str
+
+    @property
+    def gain_estimated(self) -> bool:
+        """The gain is the advisor's estimate, not a figure the maintainers published."""
+        return self.gain_source is not None and self.gain_source.startswith("estimate")
 
 
 def _yes(value: str) -> bool:
@@ -163,6 +171,7 @@ _LADDER: dict[str, dict[int, tuple[tuple[str, str, float], ...]]] = {
 }
 
 
+@functools.cache  # pure over the two data files (themselves cached); QuantChoice is frozen
 def weight_quant_choice(runtime: str | None, generation: str | None, target_bits: float) -> QuantChoice | None:
     """The first method of the runtime's ladder at ``target_bits`` (8 or 4) that the matrix says
     runs on ``generation``. At 8 bits with none available the 4-bit rung is tried (Ampere on TGI
@@ -178,6 +187,8 @@ def weight_quant_choice(runtime: str | None, generation: str | None, target_bits
                 continue
             entry = _entry(runtime, method) or {}
             gain = entry.get("max_gain")
+            if isinstance(gain, dict):  # per rung (GGUF Q8_0 / Q4_K_M, MLX 8 / 4 bits)
+                gain = gain.get(key)
             return QuantChoice(
                 key=key,
                 method=method,
@@ -188,3 +199,24 @@ def weight_quant_choice(runtime: str | None, generation: str | None, target_bits
                 source=str(entry.get("source", "")),
             )
     return None
+
+
+def gain_cap(
+    runtime: str | None, generation: str | None, choice: QuantChoice, from_bits: float
+) -> tuple[float, str] | None:
+    """The most decode speed-up ``choice`` gives weights now ``from_bits`` wide, with its source.
+
+    From 16-bit weights it is ``choice.max_gain``; from 8-bit weights, the 4-bit gain divided by the
+    gain of the runtime's 8-bit rung on this generation (both over 16 bits). None when either figure
+    is missing."""
+    if choice.max_gain is None or choice.gain_source is None:
+        return None
+    if from_bits >= 12:
+        return choice.max_gain, choice.gain_source
+    base = weight_quant_choice(runtime, generation, 8.0)
+    if base is None or base.bits < 7 or choice.bits >= 7 or base.max_gain is None or base.gain_source is None:
+        return None
+    ratio = f"{choice.max_gain:g}x for {choice.key} / {base.max_gain:g}x for {base.key}"
+    same = base.gain_source == choice.gain_source
+    source = f"{ratio}, {choice.gain_source}" if same else f"{ratio}: {choice.gain_source}; {base.gain_source}"
+    return choice.max_gain / base.max_gain, source

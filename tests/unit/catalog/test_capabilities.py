@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from advisor.catalog import Catalog
-from advisor.catalog.capabilities import capabilities, capability, support, support_source, weight_quant_choice
+from advisor.catalog.capabilities import (
+    _LADDER,
+    capabilities,
+    capability,
+    gain_cap,
+    support,
+    support_source,
+    weight_quant_choice,
+)
 
 
 def test_every_catalogued_device_has_a_capability_row_with_a_source() -> None:
@@ -80,3 +90,55 @@ def test_vllm_fp8_carries_its_documented_gain() -> None:
     assert choice.gain_source is not None and "1.6x" in choice.gain_source
     source = support_source("vllm", "fp8")
     assert source is not None and "docs.vllm.ai" in source
+
+
+_GENERATIONS = ("turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "apple-m2")
+
+
+@pytest.mark.parametrize("runtime", sorted(_LADDER))
+def test_every_method_the_advice_can_pick_carries_a_gain_with_its_source(runtime: str) -> None:
+    """No rung falls back to the bare ceiling ratio: each has a cap, quoted with a URL or marked an estimate."""
+    seen = 0
+    for generation in _GENERATIONS:
+        for bits in (8, 4):
+            choice = weight_quant_choice(runtime, generation, bits)
+            if choice is None:
+                continue
+            seen += 1
+            assert choice.max_gain is not None, (runtime, generation, bits, choice.key)
+            assert 1.0 < choice.max_gain <= 16 / choice.bits  # never above the weight-bytes ratio over 16 bits
+            assert choice.gain_source is not None
+            assert choice.gain_estimated == choice.gain_source.startswith("estimate:")
+            if not choice.gain_estimated:  # a published figure is quoted with where it was published
+                assert "https://" in choice.gain_source
+    assert seen
+
+
+def test_published_and_estimated_gains_are_told_apart() -> None:
+    trt_fp8 = weight_quant_choice("trtllm", "hopper", 8)
+    trt_awq = weight_quant_choice("trtllm", "ampere", 4)
+    vllm_awq = weight_quant_choice("vllm", "turing", 8)  # no FP8 on Turing: the 4-bit rung
+    assert trt_fp8 is not None and trt_fp8.max_gain == 1.51 and not trt_fp8.gain_estimated
+    assert trt_awq is not None and trt_awq.max_gain == 1.61 and not trt_awq.gain_estimated
+    assert vllm_awq is not None and vllm_awq.key == "awq" and vllm_awq.max_gain == 2.6 and vllm_awq.gain_estimated
+
+
+def test_gguf_rungs_carry_their_own_gain() -> None:
+    q8 = weight_quant_choice("llamacpp", "apple-m2", 8)
+    q4 = weight_quant_choice("ollama", "ampere", 4)
+    assert q8 is not None and (q8.key, q8.max_gain) == ("q8_0", 1.8)
+    assert q4 is not None and (q4.key, q4.max_gain) == ("q4_k_m", 2.8)
+
+
+def test_gain_cap_from_16_bits_is_the_gain_and_from_8_bits_the_ratio_of_gains() -> None:
+    q4 = weight_quant_choice("llamacpp", "apple-m2", 4)
+    awq = weight_quant_choice("vllm", "ampere", 4)
+    assert q4 is not None and awq is not None
+    assert gain_cap("llamacpp", "apple-m2", q4, 16) == (2.8, q4.gain_source)
+    from_q8 = gain_cap("llamacpp", "apple-m2", q4, 8.5)
+    assert from_q8 is not None and from_q8[0] == pytest.approx(2.8 / 1.8)
+    assert "q4_k_m" in from_q8[1] and "q8_0" in from_q8[1]
+    from_fp8 = gain_cap("vllm", "ampere", awq, 8)
+    assert from_fp8 is not None and from_fp8[0] == pytest.approx(2.6 / 1.6)
+    assert "1.6x" in from_fp8[1]  # both sources are quoted
+    assert gain_cap("vllm", "ampere", dataclasses.replace(awq, max_gain=None), 16) is None  # no figure, no cap
