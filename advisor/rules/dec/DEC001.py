@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.catalog.capabilities import QuantChoice, capability, weight_quant_choice
+from advisor.catalog.capabilities import QuantChoice, capability, gain_cap, weight_quant_choice
 from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec
@@ -28,12 +28,15 @@ class NearCeilingWithWideWeights(Rule):
     FP8 weight-only (vLLM, FP8 Marlin) or AWQ/GPTQ 4-bit; on Turing AWQ/GPTQ; TensorRT-LLM INT8/INT4
     weight-only off Ada and Hopper; the GGUF ladder (Q8_0, Q4_K_M) for llama.cpp and Ollama;
     ``mlx_lm.convert -q`` for MLX. Check quality on your own evals; keep the KV cache in mind for
-    long contexts (DEC003). The expected gain is capped by the speed-up the runtime documents for
-    the format (vLLM FP8: "up to 1.6x").
+    long contexts (DEC003). The expected gain is capped by the speed-up the format reaches in
+    practice (``max_gain`` in quant_support.toml): a published figure (vLLM FP8 "up to 1.6x",
+    TensorRT-LLM FP8 1.51x and INT4 AWQ 1.61x) or, where none exists, an estimate from the
+    weight-bytes ratio and the dequantising kernel (GGUF, MLX, AWQ/GPTQ: the finding then says so
+    and carries less confidence).
 
     ## Example
     Llama-3.1-8B bf16 on an A10G (600 GB/s) with vLLM: ceiling 37.5 tok/s, measured 33.5. vLLM runs
-    FP8 weight-only on Ampere; the ceiling ratio is 1.95×, capped at vLLM's documented 1.6×: about
+    FP8 weight-only on Ampere; the ceiling ratio is about 2×, capped at vLLM's documented 1.6×: about
     54 tok/s.
     """
 
@@ -72,9 +75,11 @@ class NearCeilingWithWideWeights(Rule):
         ratio = whatif.decode_ratio(ctx, new, quant=target) if new is not None else None
         if ratio is None or ratio <= 1.0:
             return None
-        capped = choice is not None and choice.max_gain is not None and ratio > choice.max_gain
-        if capped and choice is not None and choice.max_gain is not None:
-            ratio = choice.max_gain
+        limit = gain_cap(ctx.runtime, cap.generation, choice, bits) if choice is not None and cap is not None else None
+        ceiling_ratio = ratio
+        if limit is not None:
+            ratio = min(ratio, limit[0])
+        estimated = limit is not None and "estimate:" in limit[1]
         to = decode * ratio
         severity = damp(
             self.t("efficiency").severity_of(eff),
@@ -92,8 +97,18 @@ class NearCeilingWithWideWeights(Rule):
             else None
         )
         gain_row = (
-            Evidence("expected_speedup", ratio, f"<= {fmt(ratio)}× ({choice.gain_source})", "physics")
-            if capped and choice is not None
+            Evidence(
+                "expected_speedup",
+                ratio,
+                (
+                    f"expected {fmt(ratio)}× (from {limit[1]}); the predicted ratio is {fmt(ceiling_ratio)}×"
+                    if ceiling_ratio > ratio
+                    else f"expected {fmt(ratio)}× (predicted; at most {fmt(limit[0])}× from {limit[1]})"
+                )
+                + ("; the gain is an estimate" if estimated else ""),
+                "physics",
+            )
+            if limit is not None
             else None
         )
         extra = tuple(e for e in (method, gain_row) if e is not None)
@@ -118,7 +133,7 @@ class NearCeilingWithWideWeights(Rule):
             ),
             fix=fix,
             expected_gain=Gain("decode_tok_s", decode, to),
-            confidence=0.75 if target_bits >= 7 else 0.55,
+            confidence=round((0.75 if target_bits >= 7 else 0.55) - (0.1 if estimated else 0.0), 2),
         )
 
     @staticmethod
