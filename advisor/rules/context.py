@@ -8,7 +8,7 @@ roofline, asks the expectations function for bands, and summarises comparable ea
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -355,14 +355,6 @@ def _setup_key(run: CanonicalRun) -> tuple[Any, ...]:
     )
 
 
-def _close(a: float | None, b: float | None, tolerance: float) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if a == b:
-        return True
-    return abs(a - b) <= tolerance * max(abs(a), abs(b))
-
-
 #: Relative difference in prompt and output length, concurrency and request rate within which two
 #: runs count as the same traffic (a baseline of different traffic is no baseline).
 BASELINE_TOLERANCE = 0.25
@@ -385,16 +377,39 @@ def comparable(
     concurrency, request rate). The one test of "comparable", used by :func:`build_baseline`."""
     a = run if isinstance(run, BaselinePoint) else baseline_key(run)
     b = other if isinstance(other, BaselinePoint) else baseline_key(other)
-    return a.setup_key == b.setup_key and all(
-        _close(x, y, tolerance) for x, y in zip(a.workload, b.workload, strict=True)
-    )
+    return a.setup_key == b.setup_key and _same_traffic(a.workload, b.workload, tolerance)
+
+
+def _same_traffic(a: _Workload, b: _Workload, tolerance: float) -> bool:
+    """Each of the four workload values within ``tolerance`` of the other's, relative to the larger
+    (both missing counts as the same, one missing does not). One loop: the baseline's inner one."""
+    for x, y in zip(a, b, strict=True):
+        if x is None or y is None:
+            if x is not None or y is not None:
+                return False
+        elif x != y and not abs(x - y) <= tolerance * max(abs(x), abs(y)):
+            return False
+    return True
 
 
 def _robust(values: Sequence[float]) -> tuple[float, float]:
     """Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate)."""
-    med = statistics.median(values)
-    mad = statistics.median([abs(v - med) for v in values])
+    med = _median(values)
+    mad = _median([abs(v - med) for v in values])
     return med, 1.4826 * mad
+
+
+def _median(values: Sequence[float]) -> float:
+    """:func:`statistics.median`, the same arithmetic without its generality (the baseline's
+    inner loop: two per metric per submission)."""
+    data = sorted(values)
+    n = len(data)
+    if n == 0:
+        raise statistics.StatisticsError("no median for empty data")
+    if n % 2 == 1:
+        return data[n // 2]
+    i = n // 2
+    return (data[i - 1] + data[i]) / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,21 +447,39 @@ def build_baseline(
 ) -> Baseline | None:
     """Summarise the most recent ``max_runs`` runs comparable with ``current`` (all given runs
     when ``current`` is None) that were measured before it. None with fewer than ``min_runs``."""
-    pool = [r if isinstance(r, BaselinePoint) else baseline_point(r) for r in runs if r is not current]
-    if current is not None:
-        mine = baseline_key(current)
-        pool = [p for p in pool if comparable(mine, p)]
-        if current.measured_at is not None:
-            pool = [p for p in pool if p.measured_at is None or p.measured_at < current.measured_at]
+    pool: list[BaselinePoint] = []
+    if current is None:
+        pool = [r if isinstance(r, BaselinePoint) else baseline_point(r) for r in runs]
+    else:
+        # comparable(baseline_key(current), p) and measured before, in one pass over the runs
+        # (every submission runs this over its cell's points: the key is computed once).
+        key, workload, at = _setup_key(current), _workload(current), current.measured_at
+        for r in runs:
+            if r is current:
+                continue
+            p = r if isinstance(r, BaselinePoint) else baseline_point(r)
+            if (
+                p.setup_key == key
+                and _same_traffic(workload, p.workload, BASELINE_TOLERANCE)
+                and (at is None or p.measured_at is None or p.measured_at < at)
+            ):
+                pool.append(p)
     # Most recent first; runs without a timestamp keep their given order, after dated ones.
     dated = sorted((p for p in pool if p.measured_at is not None), key=lambda p: p.measured_at, reverse=True)  # type: ignore[arg-type, return-value]
     undated = [p for p in pool if p.measured_at is None]
     chosen = (dated + undated)[:max_runs]
     if len(chosen) < min_runs:
         return None
+    # One pass over the chosen points fills every metric's column, in the chosen order.
+    columns: dict[str, list[float]] = {path: [] for path in BASELINE_METRICS}
+    for p in chosen:
+        for path, value in p.values.items():
+            column = columns.get(path)
+            if column is not None:
+                column.append(value)
     metrics: dict[str, MetricBaseline] = {}
     for path, higher in BASELINE_METRICS.items():
-        values = [p.values[path] for p in chosen if path in p.values]
+        values = columns[path]
         if len(values) >= min_runs:
             med, spread = _robust(values)
             metrics[path] = MetricBaseline(med, spread, len(values), higher)
@@ -605,7 +638,10 @@ def build_context(
         notes=tuple(notes),
         sweep=sweep,
     )
-    return dataclasses.replace(ctx, ttft=ttft_breakdown(ctx))
+    # ttft_breakdown reads the context it completes; set it in place rather than copying the whole
+    # frozen context with dataclasses.replace (the context is not yet shared with anyone).
+    object.__setattr__(ctx, "ttft", ttft_breakdown(ctx))
+    return ctx
 
 
 #: Measured bits per weight more than this fraction away from the declared format's are what ran
@@ -665,9 +701,15 @@ _TRTLLM_FRACTION_ARGS = frozenset({"kv_cache_free_gpu_memory_fraction", "free_gp
 def kv_pool_runtime(runtime: str | None, engine: EngineConfig) -> str | None:
     """Whose semantics size the KV pool (:func:`advisor.physics.kv_pool_bytes`): the run's runtime,
     or TensorRT-LLM's when the memory fraction is spelled its way (its meaning travels with it)."""
-    if normalise_key(engine.memory_fraction.arg or "") in _TRTLLM_FRACTION_ARGS:
+    if _trtllm_fraction_spelling(engine.memory_fraction.arg or ""):
         return "trtllm"
     return runtime
+
+
+@functools.lru_cache(maxsize=64)
+def _trtllm_fraction_spelling(arg: str) -> bool:
+    """The memory-fraction flag as given is TensorRT-LLM's (a few spellings; asked several times a run)."""
+    return normalise_key(arg) in _TRTLLM_FRACTION_ARGS
 
 
 #: TGI sizes its KV cache from ``--cuda-memory-fraction × TGI_WIGGLE_ROOM`` of the device
@@ -724,10 +766,17 @@ def is_microbenchmark(run: CanonicalRun) -> bool:
     """llama-bench, llama-batched-bench, vLLM ``bench latency`` / ``bench throughput`` (and the
     legacy ``benchmark_latency.py`` / ``benchmark_throughput.py``)."""
     source = run.source
-    if source.format in _MICROBENCHMARK_FORMATS:
+    return _microbenchmark_source(source.format, source.tool)
+
+
+@functools.lru_cache(maxsize=256)
+def _microbenchmark_source(source_format: str | None, tool: str | None) -> bool:
+    """:func:`is_microbenchmark` of a source's format and tool (a handful of distinct pairs; rules
+    ask this several times per run)."""
+    if source_format in _MICROBENCHMARK_FORMATS:
         return True
-    tool = (source.tool or "").lower().replace("_", " ").replace("benchmark ", "bench ")
-    return any(name in tool for name in _MICROBENCHMARK_TOOLS)
+    text = (tool or "").lower().replace("_", " ").replace("benchmark ", "bench ")
+    return any(name in text for name in _MICROBENCHMARK_TOOLS)
 
 
 @dataclass(frozen=True, slots=True)

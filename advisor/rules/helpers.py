@@ -3,10 +3,12 @@ and estimates of prefill time from the best evidence available."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
 from advisor.physics import HardwareSpec, Roofline, prefill_flops
+from advisor.rules import runtimes
 from advisor.rules.base import EvidenceSource
 from advisor.rules.config import RuleConfig
 from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext
@@ -18,6 +20,7 @@ __all__ = [
     "PREFILL_DOMINANT_SHARE",
     "QUEUE_DOMINANT_SHARE",
     "DecodeAtCeiling",
+    "annotate_fix",
     "compute_is_estimated",
     "decode_at_ceiling",
     "decode_efficiency",
@@ -147,10 +150,29 @@ def is_reasoning_model(ctx: RunContext) -> bool:
     given = ctx.run.setup.model
     names.append(given if isinstance(given, str) else None)
     names.append(ctx.run.source.given.get("model") if isinstance(ctx.run.source.given.get("model"), str) else None)
+    return _reasoning_names(tuple(names))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reasoning_names(names: tuple[str | None, ...]) -> bool:
+    """:func:`is_reasoning_model` of the names (a deployment's few setups; rules ask per run)."""
     text = " ".join(n.lower() for n in names if n)
     # Only names that always think: a hybrid (the April 2025 Qwen3) thinks only through the chat
     # template, and a benchmark on /v1/completions never applies it.
     return any(marker in text for marker in _REASONING_MARKERS)
+
+
+@functools.lru_cache(maxsize=1024)
+def _annotated(
+    items: tuple[tuple[str, str], ...], runtime: str | None, version: str | None
+) -> tuple[tuple[str, str], ...]:
+    return tuple(runtimes.annotate_fix(dict(items), runtime, version).items())
+
+
+def annotate_fix(fix: dict[str, str], runtime: str | None, version: str | None) -> dict[str, str]:
+    """:func:`advisor.rules.runtimes.annotate_fix`, memoised (it is pure over the runtime table,
+    and a rule's fix texts repeat across runs of one setup); a new dict each call."""
+    return dict(_annotated(tuple(fix.items()), runtime, version))
 
 
 def prefill_rate(ctx: RunContext) -> tuple[float, EvidenceSource] | None:

@@ -106,6 +106,12 @@ def _instances(table: ThresholdTable) -> tuple[Rule, ...]:
     return tuple(cls(table.for_section(cls.id), common) for cls in rule_classes())
 
 
+@lru_cache(maxsize=8)
+def _active(table: ThresholdTable) -> tuple[Rule, ...]:
+    """:func:`_instances` without the deprecated rules: what every analysis runs (built once)."""
+    return tuple(r for r in _instances(table) if r.rule_status != "deprecated")
+
+
 def get_rules(
     *,
     table: ThresholdTable | None = None,
@@ -116,9 +122,8 @@ def get_rules(
 
     ``select`` keeps the rules whose ID, name, alias or group (``pre``) is listed.
     """
-    rules = _instances(table if table is not None else thresholds_table())
-    if not include_deprecated:
-        rules = tuple(r for r in rules if r.rule_status != "deprecated")
+    table = table if table is not None else thresholds_table()
+    rules = _instances(table) if include_deprecated else _active(table)
     if select is not None:
         wanted = {s.strip() for s in select}
         rules = tuple(r for r in rules if wanted & {r.id, r.name, r.group(), *r.aliases})

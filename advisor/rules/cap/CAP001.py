@@ -4,11 +4,11 @@ from typing import ClassVar
 
 from advisor.catalog.capabilities import capability
 from advisor.physics import Roofline
-from advisor.rules import fixes, runtimes, whatif
+from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt
+from advisor.rules.helpers import annotate_fix, fmt
 from advisor.rules.limits import FRACTION_TARGET
 from advisor.rules.severity import Severity, damp
 
@@ -120,7 +120,7 @@ class KvPoolSaturated(Rule):
             severity=severity,
             title=f"The KV-cache pool is {usage:.0%} full{wait_text}{grow}",
             evidence=tuple(evidence),
-            fix=runtimes.annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
+            fix=annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=gain,
             confidence=0.7 if pool_ratio else 0.5,
             action=action,

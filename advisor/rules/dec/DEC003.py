@@ -4,11 +4,11 @@ from typing import ClassVar
 
 from advisor.catalog.capabilities import capability
 from advisor.physics import kv_bytes, weights_read_per_step
-from advisor.rules import fixes, runtimes, whatif
+from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt, matter_cap
+from advisor.rules.helpers import annotate_fix, fmt, matter_cap
 from advisor.rules.limits import DECODE_OBJECTIVES, DECODE_TOK_S
 from advisor.rules.severity import damp
 
@@ -110,7 +110,7 @@ class LongContextKvReads(Rule):
                 ),
                 Evidence("decode_tok_s", decode, f"≈ {fmt(to)} with {what}", "physics"),
             ),
-            fix=runtimes.annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
+            fix=annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=Gain("decode_tok_s", decode, to),
             confidence=0.7 if sixteen else 0.5,
             action=action,
