@@ -16,7 +16,7 @@ from typing import Any
 from advisor.canonical import CanonicalRun
 from advisor.ingest.base import Input
 
-__all__ = ["json_records", "runs_per_model"]
+__all__ = ["first_record_is", "json_records", "records_where", "runs_per_model"]
 
 _SSE_FIELDS = ("event:", "id:", "retry:", ":")
 
@@ -94,3 +94,16 @@ def runs_per_model(
         for run in runs:
             run.source.notes.append(f"the file holds {len(runs)} models; this run is one of them")
     return runs
+
+
+def first_record_is(inp: Input, keep: Callable[[object], bool]) -> bool:
+    """Whether the body's first JSON record is one ``keep`` accepts (a JSONL parser's sniff)."""
+    records, _ = json_records(inp)
+    return bool(records) and keep(records[0])
+
+
+def records_where(inp: Input, keep: Callable[[object], bool]) -> tuple[list[Any], list[str]]:
+    """The body's JSON records that ``keep`` accepts, and a note on non-JSON lines skipped."""
+    records, skipped = json_records(inp)
+    notes = [f"skipped {skipped} non-JSON line(s)"] if skipped else []
+    return [r for r in records if keep(r)], notes

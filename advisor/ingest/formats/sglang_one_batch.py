@@ -21,7 +21,7 @@ from typing import Any
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
 from advisor.ingest.base import Input, ParserBase
-from advisor.ingest.records import json_records
+from advisor.ingest.records import first_record_is, records_where
 from advisor.ingest.values import as_float
 
 __all__ = ["PARSERS", "SglangOneBatchParser"]
@@ -40,15 +40,12 @@ class SglangOneBatchParser(ParserBase):
     priority = 45
 
     def sniff(self, inp: Input) -> bool:
-        records, _ = json_records(inp)
-        return bool(records) and _is_record(records[0])
+        return first_record_is(inp, _is_record)
 
     def read(self, inp: Input) -> tuple[list[Any], list[str]]:
-        records, skipped = json_records(inp)
-        rows = [r for r in records if _is_record(r)]
+        rows, notes = records_where(inp, _is_record)
         if not rows:
             raise self.fail("no bench_one_batch records (batch_size, input_len, prefill_latency, …)", "body")
-        notes = [f"skipped {skipped} non-JSON line(s)"] if skipped else []
         return rows, notes
 
     def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
