@@ -456,6 +456,9 @@ class _Sample:
     matrix: FloatArray | None
     trees: FloatArray | None
     families: StrArray
+    # The models fitted per fold, keyed by the fold's training rows: groupings whose folds
+    # coincide (the same rows held out, e.g. one source is one hardware family) fit them once.
+    fits: dict[bytes, tuple[Any, Any, Any, float]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, ts: TrainingSet) -> _Sample:
@@ -494,27 +497,22 @@ def _fold(
 ) -> dict[str, FloatArray]:
     """Every method's predictions for one held-out fold."""
     frame = sample.frame
-    x_train, y_train, w_train = frame.iloc[train], ts.y[train], ts.weight[train]
     x_test = frame.iloc[test]
+    key = hashlib.blake2b(np.ascontiguousarray(train).tobytes(), digest_size=16).digest()
+    fitted = sample.fits.get(key)
+    if fitted is None:
+        fitted = _fit_fold(ts, sample, train)
+        sample.fits[key] = fitted
+    base, trees, ridge, constant = fitted
+    base_test = base.predict_frame(x_test)
     if sample.trees is None or len(train) > RESAMPLE_ROWS:
-        base, gbm = _fit_hybrid(ts.target, x_train, y_train, w_train)
-        base_test = base.predict_frame(x_test)
-        trees_test = np.asarray(gbm.predict(tree_frame(ts.target, x_test)), dtype=np.float64)
+        trees_test = np.asarray(trees.predict(tree_frame(ts.target, x_test)), dtype=np.float64)
     else:
-        # What _fit_hybrid fits, on the sample's tree matrix (the same trees, without the
-        # ColumnTransformer's per-fold encoding and with the faster weighted binning).
-        base = fit_base(ts.target, x_train, y_train, w_train)
-        residual = y_train - base.predict_frame(x_train)
-        boosting = fold_boosting(target=ts.target).fit(sample.trees[train], residual, sample_weight=w_train)
-        base_test = base.predict_frame(x_test)
-        trees_test = np.asarray(boosting.predict(sample.trees[test]), dtype=np.float64)
+        trees_test = np.asarray(trees.predict(sample.trees[test]), dtype=np.float64)
     if sample.matrix is None:
-        ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
         linear_test = np.asarray(ridge.predict(x_test), dtype=np.float64)
     else:
-        ridge = linear(encoded=True).fit(sample.matrix[train], y_train, model__sample_weight=w_train)
         linear_test = np.asarray(ridge.predict(sample.matrix[test]), dtype=np.float64)
-    constant = weighted_median(y_train, w_train)
     model = base_test + trees_test
     # What the deployed head does (:class:`advisor.ml.model.Fallback`): a kind of device absent
     # from training is answered by the roofline × the constant.
@@ -531,6 +529,26 @@ def _fold(
         "roofline": np.zeros(len(test)),
         "constant": np.full(len(test), constant),
     }
+
+
+def _fit_fold(ts: TrainingSet, sample: _Sample, train: npt.NDArray[np.intp]) -> tuple[Any, Any, Any, float]:
+    """What one fold fits on its training rows: the base, the trees, the ridge and the constant."""
+    frame = sample.frame
+    x_train, y_train, w_train = frame.iloc[train], ts.y[train], ts.weight[train]
+    trees: Any
+    if sample.trees is None or len(train) > RESAMPLE_ROWS:
+        base, trees = _fit_hybrid(ts.target, x_train, y_train, w_train)
+    else:
+        # What _fit_hybrid fits, on the sample's tree matrix (the same trees, without the
+        # ColumnTransformer's per-fold encoding and with the faster weighted binning).
+        base = fit_base(ts.target, x_train, y_train, w_train)
+        residual = y_train - base.predict_frame(x_train)
+        trees = fold_boosting(target=ts.target).fit(sample.trees[train], residual, sample_weight=w_train)
+    if sample.matrix is None:
+        ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
+    else:
+        ridge = linear(encoded=True).fit(sample.matrix[train], y_train, model__sample_weight=w_train)
+    return base, trees, ridge, weighted_median(y_train, w_train)
 
 
 def _fit_hybrid(
