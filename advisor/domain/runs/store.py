@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, String, Table, any_, bindparam, delete, insert, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
 from advisor.canonical import run_to_builtins
@@ -159,6 +160,11 @@ class BatchReads:
 _KNOWN_HASHES = select(RUN_TABLE.c.content_hash).where(
     RUN_TABLE.c.content_hash.in_(bindparam("hashes", expanding=True))
 )
+# On Postgres, one ``= ANY(array)`` for all of a bulk load's hashes: an index scan in one
+# statement, where ten 500-parameter IN lists each took seconds on a freshly loaded table.
+_KNOWN_HASHES_ANY = select(RUN_TABLE.c.content_hash).where(
+    RUN_TABLE.c.content_hash == any_(bindparam("hashes", type_=ARRAY(String(64))))
+)
 _DEPLOYMENTS_NAMED = select(DEPLOYMENT_TABLE.c.name, DEPLOYMENT_TABLE.c.id, DEPLOYMENT_TABLE.c.slo).where(
     DEPLOYMENT_TABLE.c.name.in_(bindparam("names", expanding=True))
 )
@@ -185,6 +191,9 @@ def _insert_raw(dialect: str) -> Any:
 def read_batch(connection: Connection, hashes: list[str], names: list[str]) -> BatchReads:
     """The reads of a batch, in one go on ``connection`` (on SQLite: one hand-off, see above)."""
     known: set[str] = set()
+    if connection.dialect.name == "postgresql" and hashes:
+        known.update(connection.execute(_KNOWN_HASHES_ANY, {"hashes": hashes}).scalars())
+        hashes = []
     for start in range(0, len(hashes), 500):
         found = connection.execute(_KNOWN_HASHES, {"hashes": hashes[start : start + 500]})
         known.update(found.scalars())
