@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -53,18 +53,27 @@ def server(app: str, env: dict[str, str] | None = None) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     PIDS[url] = proc.pid
     try:
-        for _ in range(200):
-            if proc.poll() is not None:
-                raise SystemExit(f"{app} exited with {proc.returncode} before it answered")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/health", timeout=1).status_code < 500 or app.endswith("_echo_app:app"):
-                    break
-            time.sleep(0.1)
+        echo = app.endswith("_echo_app:app")  # the reference has no /health: any answer means it is up
+        wait_until_up(proc, url + "/health", what=app, tries=200, accept=lambda s: echo or s < 500)
         yield url
     finally:
         PIDS.pop(url, None)
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def wait_until_up(
+    proc: subprocess.Popen[bytes], url: str, *, what: str, tries: int, accept: Callable[[int], bool] = lambda s: s < 500
+) -> None:
+    """Poll ``url`` every 0.1 s until its status is one ``accept`` takes, up to ``tries`` times;
+    exit if the server process dies first."""
+    for _ in range(tries):
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode} before it answered")
+        with contextlib.suppress(httpx.HTTPError):
+            if accept(httpx.get(url, timeout=1).status_code):
+                return
+        time.sleep(0.1)
 
 
 def rss_mb(url: str) -> float:

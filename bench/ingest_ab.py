@@ -24,9 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from bench._common import PYTHON, ROOT, free_port
+from bench._common import PYTHON, ROOT, free_port, wait_until_up
 from bench.ingest import database, wrk
 
 __all__ = ["main"]
@@ -45,13 +43,7 @@ def _serve(code: Path, app: str, env: dict[str, str]) -> Iterator[tuple[str, int
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            if proc.poll() is not None:
-                raise SystemExit(f"{app} in {code} exited with {proc.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(url + "/health", timeout=1)
-                break
-            time.sleep(0.1)
+        wait_until_up(proc, url + "/health", what=f"{app} in {code}", tries=600, accept=lambda _status: True)
         yield url, proc.pid
     finally:
         proc.terminate()

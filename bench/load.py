@@ -19,16 +19,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bench._common import PYTHON, ROOT, free_port
+from bench._common import PYTHON, ROOT, free_port, wait_until_up
 from bench.ingest import _prepare_db, database
 
 __all__ = ["main", "run_load"]
@@ -49,13 +47,7 @@ def serve(env: dict[str, str], workers: int) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise SystemExit(f"advisor serve exited with {proc.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/health/ready", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.1)
+        wait_until_up(proc, url + "/health/ready", what="advisor serve", tries=300, accept=lambda s: s == 200)
         yield url
     finally:
         proc.terminate()

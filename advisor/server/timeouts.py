@@ -26,10 +26,9 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, ReceiveMessage, Scope, Send
 
 from advisor.errors import AdvisorError, MalformedInput, Overloaded
+from advisor.server.limits import BULK_PATH
 
 __all__ = ["HTTP_PROTOCOL", "BodyTimedOut", "HeaderTimeoutProtocol", "RequestTimedOut", "RequestTimeoutMiddleware"]
-
-BULK_PATH = "/api/v1/runs/bulk"
 
 
 class RequestTimedOut(Overloaded):
