@@ -44,6 +44,8 @@ class SideReading:
 
     shares: dict[str | None, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: The model a llama.cpp log loaded (its ``general.name``), to say so when a run names another.
+    loaded_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,19 @@ def _read_llamacpp_log(inp: Input, name: str) -> SideReading:
     if found is None:  # pragma: no cover - the sniff saw the line
         return SideReading()
     share, notes = found
-    return SideReading({None: share}, tuple(notes))
+    name_line = _GENERAL_NAME.search(inp.text or "")
+    return SideReading({None: share}, tuple(notes), name_line.group(1) if name_line else None)
+
+
+# The loader's metadata dump: "llama_model_loader: - kv   2:   general.name str   = DeepSeek V3 0324".
+_GENERAL_NAME = re.compile(r"general\.name\s+str\s+=\s+(.+?)\s*$", re.MULTILINE)
+
+
+def _same_model(loaded: str, run_model: str) -> bool:
+    """Whether a log's ``general.name`` and a run's model name may be one model: equal, or one
+    inside the other, once case and punctuation are dropped ("Llama 2 7B" and "llama-2-7b")."""
+    a, b = (re.sub(r"[^a-z0-9]", "", name.lower()) for name in (loaded, run_model))
+    return bool(a and b) and (a in b or b in a)
 
 
 #: Known side files, in the order they are tried.
@@ -358,3 +372,9 @@ def apply_side_files(runs: Sequence[CanonicalRun], readings: Sequence[tuple[str,
             if run.metrics.gpu_resident_share is None:
                 run.metrics.gpu_resident_share = share
                 run.source.notes.extend(reading.notes)
+                model = run.setup.model
+                if reading.loaded_model and isinstance(model, str) and not _same_model(reading.loaded_model, model):
+                    run.source.notes.append(
+                        f"{name} loaded {reading.loaded_model!r} and the run names {model!r}: the share is "
+                        "that log's, check they are the same model"
+                    )

@@ -5,7 +5,10 @@ terminal or a CI log (docs/formats.md §1.4).
 A text file may hold several blocks; each is one run. Lines are matched by their label wherever it
 stands on the line, so log prefixes (``# ``, timestamps, ``INFO … |``) do not matter. The settings
 vLLM prints before the progress bar ("Traffic request rate", "Maximum request concurrency") belong
-to the block that follows them.
+to the block that follows them, and so does the benchmark command when it was pasted above the
+block (``python benchmarks/benchmark_serving.py --model X …``, ``vllm bench serve …``, with backslash
+continuation lines): its ``--model`` names the model, and with ``--dataset-name random`` its
+``--random-output-len`` is the output length each request asked for.
 
 Labels (``vllm/benchmarks/serve.py``, ``python/sglang/bench_serving.py``): ``Mean|Median|Std|P<p>
 <TTFT|TPOT|ITL|E2EL> (ms)``, SGLang's ``… E2E Latency (ms)``; TPOT is "excl. 1st token" in both,
@@ -16,6 +19,8 @@ means are totals ÷ successful requests.
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Iterator
 from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
@@ -34,6 +39,11 @@ _SCALARS = {
     "Failed requests": "failed",
     "Maximum request concurrency": "max_concurrency",
     "Max request concurrency": "max_concurrency",
+    # SGLang's bench_serving printed the label misspelt in older releases (real outputs in the code
+    # index carry it; python/sglang/bench_serving.py @ 0033168f prints it right).
+    "Max reqeuest concurrency": "max_concurrency",
+    # SGLang: sum of the requests' end-to-end latencies ÷ duration, the observed mean in flight.
+    "Concurrency": "observed_concurrency",
     "Request rate configured (RPS)": "request_rate",
     "Traffic request rate": "request_rate",
     "Benchmark duration (s)": "duration",
@@ -55,8 +65,21 @@ _SCALAR_LINE = re.compile(
 _STAT_LINE = re.compile(
     r"(?P<stat>Mean|Median|Std|P\d+(?:\.\d+)?|Max)\s+(?P<metric>TTFT|TPOT|ITL|E2EL|E2E Latency)\s+\(ms\):\s*" + _NUMBER
 )
+# A labelled line whose value is a placeholder ("xxx.xx", "X.XX", "XX", "...", "[result]"): recipes
+# and docs print the summary as a template. SGLang's "Max request concurrency: not set" is a value.
+_PLACEHOLDER_LINE = re.compile(
+    r"(?P<label>"
+    + "|".join(re.escape(k) for k in sorted(_SCALARS, key=len, reverse=True))
+    + r"|(?:Mean|Median|Std|P\d+(?:\.\d+)?|Max)\s+(?:TTFT|TPOT|ITL|E2EL|E2E Latency)\s+\(ms\)):\s*"
+    + r"(?P<value>[xX?.\u2026]+|\[[^\]\s]*\]|<[^>\s]*>)\s*$"
+)
 _BACKEND = re.compile(r"Backend:\s*(\S+)")
 _NAMESPACE_MODEL = re.compile(r"Namespace\(.*?\bmodel='([^']+)'")
+_NAMESPACE_DATASET = re.compile(r"Namespace\(.*?\bdataset_name='([^']+)'")
+_NAMESPACE_OUTPUT_LEN = re.compile(r"Namespace\(.*?\brandom_output_len=(\d+)\b")
+# A benchmark command pasted above its summary (vllm/benchmarks/serve.py, benchmarks/benchmark_serving.py,
+# python/sglang/bench_serving.py); a server command ("vllm serve X") is not one.
+_COMMAND = re.compile(r"(?:benchmark_serving\.py|\bbench serve\b|sglang\.bench_serving|bench_serving\.py)(?:\s|$)")
 # The closing rule, after any log prefix: "==================================================".
 _END = re.compile(r"(?:^|[\s#|>])={40,}\s*$")
 _METRICS = {"TTFT": "ttft_ms", "TPOT": "tpot_ms", "ITL": "itl_ms", "E2EL": "e2e_ms", "E2E Latency": "e2e_ms"}
@@ -67,12 +90,55 @@ def _number(text: str) -> float:
     return float("inf") if text == "inf" else float(text.replace(",", ""))
 
 
+def _logical_lines(text: str) -> Iterator[str]:
+    """The lines of ``text``, a shell command's ``\\`` continuation lines joined into one."""
+    joined: list[str] = []
+    for line in text.splitlines():
+        if line.rstrip().endswith("\\") and (joined or _COMMAND.search(line)):
+            joined.append(line.rstrip()[:-1])
+            continue
+        if joined:
+            yield " ".join([*joined, line])
+            joined = []
+        else:
+            yield line
+    if joined:
+        yield " ".join(joined)
+
+
+def _command_settings(line: str) -> dict[str, Any]:
+    """``--model`` and, for the random dataset, ``--random-output-len`` of a benchmark command."""
+    command = line[_COMMAND.search(line).start() :]  # type: ignore[union-attr]
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unbalanced quote: read the words as they stand
+        words = command.split()
+    options: dict[str, str] = {}
+    for i, word in enumerate(words):
+        if word.startswith("--") and "=" in word:
+            name, value = word.split("=", 1)
+            options.setdefault(name, value)
+        elif word.startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            options.setdefault(word, words[i + 1])
+    settings: dict[str, Any] = {}
+    if options.get("--model"):
+        settings["model"] = options["--model"]
+    output_len = options.get("--random-output-len")
+    if options.get("--dataset-name") == "random" and output_len is not None and output_len.isdigit():
+        settings["output_tokens_requested"] = float(output_len)
+    if (prompts := options.get("--num-prompts", "")).isdigit():
+        settings["num_prompts"] = int(prompts)
+    if settings:
+        settings["from_command"] = True
+    return settings
+
+
 def console_blocks(text: str) -> list[dict[str, Any]]:
     """The values of every result block, with the settings printed before it."""
     blocks: list[dict[str, Any]] = []
     pending: dict[str, Any] = {}
     current: dict[str, Any] | None = None
-    for line in text.splitlines():
+    for line in _logical_lines(text):
         if _HEADER in line:
             current = {"scalars": dict(pending), "stats": {}}
             blocks.append(current)
@@ -88,13 +154,26 @@ def console_blocks(text: str) -> list[dict[str, Any]]:
                 pending = {key: value}
                 continue
             target[key] = value
+        elif current is not None and (placeholder := _PLACEHOLDER_LINE.search(line)) is not None:
+            raise IngestError(
+                f"is {placeholder.group('value')!r}, not a number: a template's placeholder, not a measurement",
+                field=f"[{len(blocks) - 1}].{placeholder.group('label')}",
+            )
         elif current is not None and (stat := _STAT_LINE.search(line)) is not None:
             current["stats"].setdefault(_METRICS[stat.group("metric")], {})[stat.group("stat")] = _number(stat.group(3))
         elif (backend := _BACKEND.search(line)) is not None:
             target["backend"] = backend.group(1)
         elif (namespace := _NAMESPACE_MODEL.search(line)) is not None:
-            # The argument dump vLLM and SGLang print at start-up names the model.
+            # The argument dump vLLM and SGLang print at start-up names the model, and for the
+            # random dataset the output length each request asked for.
             target["model"] = namespace.group(1)
+            dataset = _NAMESPACE_DATASET.search(line)
+            output_len = _NAMESPACE_OUTPUT_LEN.search(line)
+            if dataset is not None and dataset.group(1) == "random" and output_len is not None:
+                target["output_tokens_requested"] = float(output_len.group(1))
+                target["from_namespace"] = True
+        elif current is None and _COMMAND.search(line):
+            pending.update(_command_settings(line))
         elif current is not None and _END.search(line) and current["scalars"]:
             current = None
     return [b for b in blocks if "completed" in b["scalars"]]
@@ -119,6 +198,15 @@ def parse_block(block: dict[str, Any], index: int) -> CanonicalRun:
             raise IngestError(f"cannot be negative, got {value:g}", field=f"[{index}].{key}")
     completed = int(values["completed"])
     failed = int(values["failed"]) if "failed" in values else None
+    prompts = values.get("num_prompts")
+    if failed is None and isinstance(prompts, int) and prompts > completed:
+        # Summaries before "Failed requests:" was printed: the script sends exactly --num-prompts
+        # requests, so the ones that did not succeed failed.
+        failed = prompts - completed
+        notes.append(
+            f"{failed} failed = --num-prompts {prompts} - {completed} successful (this summary prints no "
+            "'Failed requests' line)"
+        )
     total_in, total_out = values.get("total_input"), values.get("total_output")
     rate = values.get("request_rate")
     if rate is not None and rate == float("inf"):
@@ -130,8 +218,25 @@ def parse_block(block: dict[str, Any], index: int) -> CanonicalRun:
         request_rate=rate,
         prompt_tokens_mean=total_in / completed if total_in is not None and completed else None,
         output_tokens_mean=total_out / completed if total_out is not None and completed else None,
+        output_tokens_requested=values.get("output_tokens_requested"),
     )
+    if values.get("from_namespace"):
+        notes.append("output_tokens_requested from the argument dump's random_output_len (dataset_name='random')")
+    read = [
+        name
+        for name, key in (("--model", "model"), ("--random-output-len", "output_tokens_requested"))
+        if values.get("from_command") and key in values
+    ]
+    if read:
+        notes.append(f"{' and '.join(read)} read from the benchmark command above the summary")
     peak_in_flight = values.get("peak_concurrency")
+    observed = values.get("observed_concurrency")
+    if workload.concurrency is None and observed is not None and observed > 0:
+        # As the SGLang JSONL parser reads the same figure (sglang_bench).
+        workload.concurrency = observed
+        notes.append(
+            "workload.concurrency is the observed mean (SGLang's Concurrency; no --max-concurrency cap was set)"
+        )
     if workload.concurrency is None and peak_in_flight is not None and peak_in_flight > 0:
         workload.concurrency = peak_in_flight
         notes.append(

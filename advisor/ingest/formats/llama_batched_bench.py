@@ -12,7 +12,8 @@ T_PP`` with a shared prompt), ``S_TG = B·TG / T_TG``, ``S = N_KV / T``. Mapping
   ``tpot_ms = T_TG / TG``;
 * ``e2e_ms = T``, ``total_throughput_tok_s = S``; ``concurrency = B``.
 
-The ``main: n_kv_max = …, n_batch = …`` line above the table (and every JSONL record) gives the
+The ``main: n_kv_max = …, n_batch = …`` line above the table (``llama_batched_bench: …`` in builds
+where the tool is a function of the one ``llama`` binary), and every JSONL record, gives the
 settings, under llama.cpp's flag names; ``general.name`` and ``file type`` from the loader's log, when
 the file holds it, give the model and the quantization, and its "offloaded N/M layers to GPU" line
 ``metrics.gpu_resident_share`` (:func:`advisor.ingest.side_files.llamacpp_offload`).
@@ -39,10 +40,17 @@ _KEYS = dict(
     zip(_COLUMNS, ("pp", "tg", "pl", "n_kv", "t_pp", "speed_pp", "t_tg", "speed_tg", "t", "speed"), strict=True)
 )
 _JSONL_KEYS = frozenset({"pp", "tg", "pl", "t_pp", "t_tg", "speed_tg"})
-_SETTINGS = re.compile(r"^main: (n_kv_max = .*)$")
+# "%s: n_kv_max = …" with __func__: "main" until the tools became functions of one binary, then
+# "llama_batched_bench" (checked: ggml-org/llama.cpp tools/batched-bench/main.cpp @ aa2ea780 calls
+# llama_batched_bench(argc, argv); batched-bench.cpp @ 2fb62f8f still printed from main).
+_SETTINGS = re.compile(r"^(?:main|llama_batched_bench): (n_kv_max = .*)$")
 _SETTING = re.compile(r"(\w+) = (-?\d+)")
 _MODEL_NAME = re.compile(r"general\.name\s+str\s+=\s+(.+?)\s*$")
-_FILE_TYPE = re.compile(r"file type\s+=\s+(.+?)\s*$")
+# A crash after the table: ggml's assertion, a CUDA/HIP error or the shell's signal report.
+_CRASH = re.compile(r"GGML_ASSERT\(.*?\) failed|CUDA error|HIP error|Segmentation fault|Aborted \(core dumped\)")
+# "print_info: file type   = Q4_K - Medium"; builds before print_info (mid-2025 and ik_llama.cpp) log
+# "llm_load_print_meta: model ftype      = Q4_K - Medium".
+_FILE_TYPE = re.compile(r"(?:file type|model ftype)\s+=\s+(.+?)\s*$")
 # Settings → llama.cpp's own flag names (as the llama-bench parser writes them).
 _FLAGS = {
     "n_kv_max": "ctx_size",
@@ -111,12 +119,16 @@ class LlamaBatchedBenchParser(ParserBase):
                         rows.append(context | record)
         if not rows:
             raise self.fail("no llama-batched-bench rows (PP | TG | B | N_KV | … table or JSONL)", "body")
+        notes: list[str] = []
+        if header is not None and (error := _after_table_error(lines[header + 1 :])) is not None:
+            # A run that died mid-table: its rows are measurements, the cases after them never ran.
+            notes.append(f"the log ends in an error after the table's last row ({error!r}): later cases did not run")
         # The loader's lines above the table (a 2>&1 log) say where the model sits.
         offload = llamacpp_offload(text)
         if offload is None:
-            return rows, []
-        share, notes = offload
-        return [row | {"gpu_resident_share": share} for row in rows], notes
+            return rows, notes
+        share, offload_notes = offload
+        return [row | {"gpu_resident_share": share} for row in rows], notes + offload_notes
 
     @staticmethod
     def _context(lines: Sequence[str]) -> dict[str, Any]:
@@ -196,6 +208,14 @@ class LlamaBatchedBenchParser(ParserBase):
                 source=Source(notes=notes),
             )
         ]
+
+
+def _after_table_error(lines: Sequence[str]) -> str | None:
+    """The first crash message after the table's rows, if the log goes on to one."""
+    for line in lines:
+        if (crash := _CRASH.search(line)) is not None:
+            return crash.group(0)
+    return None
 
 
 PARSERS = [LlamaBatchedBenchParser()]

@@ -26,6 +26,7 @@ import csv
 import io
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -185,6 +186,9 @@ _MD_BUILD = re.compile(r"^build:\s*([0-9a-f]+)\s*\((\d+)\)")
 # CUDA/ROCm "  Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9, VMM: yes", Vulkan
 # "ggml_vulkan: 0 = AMD Radeon RX 7900 XTX (RADV NAVI31) (radv) | uma: 0 | …".
 _BANNER_DEVICE = re.compile(r"^\s*Device \d+: ([^,]+),|^ggml_vulkan: \d+ = (.+?) \([^()]*\) \|")
+# The command pasted above the table ("$ ./llama-bench -m models/x.gguf -fa 1"): its -m / --model
+# is the model file the markdown table does not print (llama-bench's usage: "-m, --model <filename>").
+_MD_COMMAND = re.compile(r"(?:^|[\s/\\])llama-bench(?:\.exe)?\s+(?P<args>.*)$")
 _BINARY_UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _DECIMAL_UNITS = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 
@@ -196,10 +200,17 @@ def _md_cells(line: str) -> list[str] | None:
     return [cell.strip() for cell in stripped[1:-1].split("|")]
 
 
+def _is_md_header(cells: Sequence[str] | None) -> bool:
+    """llama-bench's table header: ``model`` first, ``test`` and ``t/s`` last; or the same header a
+    user cropped of its wide ``model`` column (GitHub comments do), which keeps ``size`` and ``params``."""
+    if not cells or cells[-1] != "t/s" or "test" not in cells:
+        return False
+    return cells[0] == "model" or (cells[0] == "size" and "params" in cells)
+
+
 def _md_header_at(lines: Sequence[str]) -> int | None:
     for i, line in enumerate(lines):
-        cells = _md_cells(line)
-        if cells and cells[0] == "model" and "test" in cells and cells[-1] == "t/s":
+        if _is_md_header(_md_cells(line)):
             return i
     return None
 
@@ -222,15 +233,20 @@ def _md_rows(lines: Sequence[str], header: int) -> tuple[list[dict[str, Any]], l
     """The rows of llama-bench's markdown tables (a file may hold several, each with its header)."""
     rows: list[dict[str, Any]] = []
     columns: list[str] = []
-    build: tuple[str, int] | None = None
+    unbuilt = 0  # rows[unbuilt:] have not met their table's "build:" footer yet
     for line in lines[header:]:
         if (found := _MD_BUILD.match(line.strip())) is not None:
-            build = (found.group(1), int(found.group(2)))
+            # llama-bench prints the footer after its table: it is the build of the rows since the
+            # previous footer (a paste may compare two builds, or llama.cpp and a fork).
+            for built in rows[unbuilt:]:
+                built.setdefault("build_commit", found.group(1))
+                built.setdefault("build_number", int(found.group(2)))
+            unbuilt = len(rows)
             continue
         cells = _md_cells(line)
         if cells is None:
             continue
-        if cells[0] == "model" and cells[-1] == "t/s":
+        if _is_md_header(cells):
             columns = cells
             continue
         if not columns or len(cells) != len(columns) or set("".join(cells)) <= set("-: "):
@@ -260,19 +276,42 @@ def _md_rows(lines: Sequence[str], header: int) -> tuple[list[dict[str, Any]], l
             # samples' rates, so within the table's rounding of the mean time).
             row["avg_ns"] = (row["n_prompt"] + row["n_gen"]) / row["avg_ts"] * 1e9
             rows.append(row)
-    if build is not None:
+    notes: list[str] = []
+    # Every command of the paste must name the same one model, and every row be of one model type.
+    models = set(_command_models(lines))
+    if len(models) == 1 and "," not in (model := next(iter(models))) and len({r.get("model_type") for r in rows}) == 1:
         for row in rows:
-            row.setdefault("build_commit", build[0])
-            row.setdefault("build_number", build[1])
+            row.setdefault("model_filename", model)
+        notes.append("model_filename from the llama-bench command above the table (-m)")
     devices = [m.group(1) or m.group(2) for m in map(_BANNER_DEVICE.match, lines[:header]) if m is not None]
     if devices:
         for row in rows:
             row.setdefault("gpu_info", ", ".join(d.strip() for d in devices))
-    notes = [
+    notes.insert(
+        0,
         "llama-bench markdown table: size and params are rounded to two decimals, and the table has "
-        "no times (ttft_ms and tpot_ms are n / t/s)"
-    ]
+        "no times (ttft_ms and tpot_ms are n / t/s)",
+    )
     return rows, notes
+
+
+def _command_models(lines: Sequence[str]) -> list[str]:
+    """The ``-m``/``--model`` values of the llama-bench command lines in ``lines`` (all of them: one
+    command may name several models, and a paste may hold several commands)."""
+    models: list[str] = []
+    for line in lines:
+        if (command := _MD_COMMAND.search(line)) is None:
+            continue
+        try:
+            words = shlex.split(command.group("args"))
+        except ValueError:  # an unbalanced quote: read the words as they stand
+            words = command.group("args").split()
+        for i, word in enumerate(words):
+            if word in ("-m", "--model") and i + 1 < len(words):
+                models.append(words[i + 1])
+            elif word.startswith("--model="):
+                models.append(word.split("=", 1)[1])
+    return models
 
 
 def _json_rows(lines: Sequence[str]) -> tuple[list[dict[str, Any]], int]:

@@ -179,6 +179,7 @@ def parse_sglang_record(doc: dict[str, Any], prefix: str = "") -> CanonicalRun:
         metrics.input_throughput_tok_s = as_float(doc.get("input_throughput"))
         metrics.output_throughput_tok_s = as_float(doc.get("output_throughput"))
         metrics.total_throughput_tok_s = as_float(doc.get("total_throughput"))
+        _derive_rates(metrics, doc, completed, notes)
         for field, stats in _stats(doc, prefix).items():
             if all(getattr(stats, f) in (None, 0.0) for f in Percentiles.__struct_fields__):
                 notes.append(f"{field} statistics are all 0.0 (nothing measured); dropped")
@@ -194,6 +195,28 @@ def parse_sglang_record(doc: dict[str, Any], prefix: str = "") -> CanonicalRun:
         metrics=metrics,
         source=Source(notes=notes),
     )
+
+
+def _derive_rates(metrics: Metrics, doc: dict[str, Any], completed: int | None, notes: list[str]) -> None:
+    """The rates early bench_serving releases did not write (late 2024: only ``output_throughput``),
+    computed as the tool computes them (``calculate_metrics``: ``completed / dur_s``, ``total_input /
+    dur_s``, ``(total_input + total_output) / dur_s``; checked: python/sglang/bench_serving.py @ 0033168f)."""
+    duration = metrics.duration_s
+    if not completed or not duration or duration <= 0:
+        return
+    total_in, total_out = as_float(doc.get("total_input_tokens")), as_float(doc.get("total_output_tokens"))
+    derived: list[str] = []
+    if metrics.request_throughput_rps is None:
+        metrics.request_throughput_rps = completed / duration
+        derived.append("request_throughput = completed / duration")
+    if metrics.input_throughput_tok_s is None and total_in is not None:
+        metrics.input_throughput_tok_s = total_in / duration
+        derived.append("input_throughput = total_input_tokens / duration")
+    if metrics.total_throughput_tok_s is None and total_in is not None and total_out is not None:
+        metrics.total_throughput_tok_s = (total_in + total_out) / duration
+        derived.append("total_throughput = (total_input_tokens + total_output_tokens) / duration")
+    if derived:
+        notes.append("not in this bench_serving release's record, computed as the tool does: " + "; ".join(derived))
 
 
 class SglangBenchParser(ParserBase):

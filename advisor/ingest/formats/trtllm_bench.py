@@ -2,7 +2,8 @@
 ``--report_json`` file (docs/formats.md §11).
 
 Both come from ``tensorrt_llm/bench/dataclasses/reporting.py``: ``get_statistics_dict`` builds
-``{engine, world_info, request_info, performance, streaming_metrics?, dataset}`` and
+``{engine, world_info, request_info, performance, streaming_metrics?, dataset}`` (1.2+ adds
+``machine``, printed as ``= MACHINE DETAILS``: the GPU name, read as the hardware) and
 ``report_statistics`` prints it as ``= ENGINE DETAILS`` (or ``= PYTORCH BACKEND``), ``= REQUEST
 DETAILS``, ``= WORLD + RUNTIME INFORMATION`` and ``= PERFORMANCE OVERVIEW`` sections, with
 ``[Latency]``/``[TTFT]``/``[TPOT] <STAT>: value`` breakdown lines (ms). A log is read line by line
@@ -10,7 +11,8 @@ into the same dictionary, so both give the same run. Before 0.18 the overview pr
 Throughput (tokens/sec)", which was output tokens ÷ total latency.
 
 ``TPOT`` is trtllm-bench's per-user time per output token (TPOT); ``avg_num_concurrent_requests`` is
-measured, not configured; the benchmark submits every request at once (offline).
+measured, not configured; the benchmark queues every request at once (offline)
+unless ``--concurrency`` caps the requests in flight.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ _BREAKDOWN_KEYS = {
 _SECTIONS = ("= PERFORMANCE OVERVIEW", "= WORLD + RUNTIME INFORMATION")
 _STATS = {"minimum": "min", "maximum": "max", "average": "mean", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99"}
 _NONE = ("none", "null", "")
+_FLOAT_DTYPES = ("bfloat16", "float16", "float32")
 
 
 def _value(text: str) -> Any:
@@ -77,10 +80,23 @@ def _value(text: str) -> Any:
 def report_from_log(text: str) -> dict[str, Any]:
     """The ``--report_json`` dictionary of a trtllm-bench stdout log (the last report in it)."""
     report: dict[str, Any] = {}
-    start = max(text.rfind("= ENGINE DETAILS"), text.rfind("= PYTORCH BACKEND"), text.rfind("= PyTorch backend"))
+    engine_at = text.rfind("= ENGINE DETAILS")
+    pytorch_at = max(text.rfind("= PYTORCH BACKEND"), text.rfind("= PyTorch backend"))
+    start = max(engine_at, pytorch_at)
     body = text[start:] if start >= 0 else text
-    for line in body.splitlines():
-        if (match := _LABEL_LINE.match(line)) is not None:
+    if start >= 0:
+        # The header is the backend: report_statistics prints "= PYTORCH BACKEND" for the PyTorch
+        # and AutoDeploy backends and "= ENGINE DETAILS" for a TensorRT engine, whose --report_json
+        # says "backend": "TRT" (checked: tensorrt_llm/bench/dataclasses/reporting.py @ 2787769c).
+        report["engine"] = {"backend": "pytorch" if pytorch_at > engine_at else "trt"}
+    lines = body.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "= MACHINE DETAILS" and i + 2 < len(lines):
+            # 1.2+: "NVIDIA B200, memory 178.35 GB, 4.00 GHz" under its own rule line.
+            machine = lines[i + 2].split(",")[0].strip()
+            if machine and not machine.startswith("="):
+                report.setdefault("machine", {}).setdefault("name", machine)
+        elif (match := _LABEL_LINE.match(line)) is not None:
             section, key = _LABELS[match.group("label")]
             report.setdefault(section, {}).setdefault(key, _value(match.group("value")))
         elif (match := _BREAKDOWN.match(line)) is not None:
@@ -122,12 +138,21 @@ def parse_report(report: dict[str, Any]) -> CanonicalRun:
     requests = as_dict(report.get("request_info"))
     perf = as_dict(report.get("performance"))
     streaming = as_dict(report.get("streaming_metrics"))
-    notes = ["trtllm-bench submits every request at once (offline); concurrency is its measured average"]
+    notes = [
+        "trtllm-bench is offline: it queues every request at once unless --concurrency caps the requests "
+        "in flight (the report does not say which); concurrency is its measured average"
+    ]
     for section, values in (("request_info", requests), ("performance", perf)):
         for key, value in values.items():
             number = as_float(value) if not isinstance(value, dict) else None
             if number is not None and number < 0:
                 raise IngestError(f"cannot be negative, got {number:g}", field=f"{section}.{key}")
+            if number is None and isinstance(value, str):
+                # Recipes print the report with "X.XX" where their numbers were: a template, not a run.
+                raise IngestError(
+                    f"is {value!r}, not a number: a template's placeholder, not a measurement",
+                    field=f"{section}.{key}",
+                )
     num_requests = as_int(requests.get("num_requests"))
     workload = Workload(
         num_requests=num_requests,
@@ -157,12 +182,21 @@ def parse_report(report: dict[str, Any]) -> CanonicalRun:
     else:
         notes.append("not streamed (--streaming not given): no TTFT or TPOT")
     version = engine.get("version")
+    quantization = _text(engine.get("quantization"))
+    dtype = _text(engine.get("dtype"))
+    if quantization is None and "quantization" in engine and dtype is not None and dtype.lower() in _FLOAT_DTYPES:
+        # quant_algo None: the weights are held at the checkpoint's dtype (reporting.py prints
+        # pretrained_config quantization.quant_algo, or the PyTorch model's quant_config).
+        quantization = dtype.lower()
+        notes.append(f"quantization {quantization}: the report's Quantization is None, so the weights are at its Dtype")
+    machine = _text(as_dict(report.get("machine")).get("name"))
     setup = Setup(
         runtime="trtllm",
+        hardware=machine,
         runtime_version=_text(version) or (f"{version:g}" if isinstance(version, float) else None),
         model=_text(engine.get("model")),
         tensor_parallel=as_int(world.get("tp_size")),
-        quantization=_text(engine.get("quantization")),
+        quantization=quantization,
         kv_cache_dtype=_text(engine.get("kv_cache_dtype")),
     )
     pp = as_int(world.get("pp_size"))
