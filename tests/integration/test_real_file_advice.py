@@ -56,6 +56,10 @@ class Case(NamedTuple):
 
 
 MEAS004 = ("MEAS004", "moderate", "improve-measurement")
+DGX_SPARK_REASONING = (
+    "Poisson 0.2 req/s of ~1k-token prompts asking for 4,096 tokens at 7 tok/s per stream: 49 of 50 reque"
+    "sts end up in flight and 0.05 req/s is served; the JSON, its stdout log and the runner's markdown give the same advice"
+)
 SMALL_SAMPLE = ("MEAS001", "moderate", "improve-measurement")
 
 
@@ -82,6 +86,44 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "warn",
         "no hardware or quantization: say what to add, at most moderate, never fail; the small sample, "
         "as severe and something to change, comes first",
+        cap="moderate",
+    ),
+    Case(
+        "llama_bench/llamacpp-readme-llama-7b-q4_0-cuda-ngl-10-to-35-partial-offload.md.txt",
+        MEAS004,
+        "warn",
+        "an -ngl 10..35 sweep of LLaMA 7B Q4_0 without the GPU or a model the catalog knows ('llama 7B mostly "
+        "Q4_0'): ask for them, at most moderate, on every row; an engine test gets no workload advice",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_batched_bench/ik-llama-cpp-issue389-cpu-epyc-qwen3-235b-a22b-q4km-log-crash-after-b2.log",
+        MEAS004,
+        "warn",
+        "a CPU-only batched-bench of Qwen3-235B-A22B Q4_K_M that crashed after B = 2: the older loader's "
+        "'model ftype' gives the quantization, so only the hardware is missing, on both rows",
+        run=None,
+        cap="moderate",
+        present=(("MEAS004", "setup.hardware"),),
+    ),
+    Case(
+        "llama_bench/ik-llama-cpp-issue437-xeon-amx-cpu-llama31-8b-q4km-llama.cpp-b5389-vs-ik-3702.md.txt",
+        ("MEAS004", "moderate", "improve-measurement"),
+        "warn",
+        "llama.cpp and ik_llama.cpp on one AMX Xeon, CPU only, the model from the pasted -m: only the CPU is "
+        "missing; each table keeps its own build",
+        run=None,
+        cap="moderate",
+        present=(("MEAS004", "setup.hardware"),),
+    ),
+    Case(
+        "llama_bench/ik-llama-cpp-issue437-cropped-model-column-qwen3-235b-hybrid-and-30b-cpu.md.txt",
+        MEAS004,
+        "warn",
+        "tables pasted without their model column: the bits per weight still come from size and params, and "
+        "the model and hardware are asked for",
+        run=None,
         cap="moderate",
     ),
     Case(
@@ -462,6 +504,24 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         cap="moderate",
     ),
     Case(
+        "sglang_bench/datacrunch-h200-sglang-2024-12-llama31-405b-online-rates-1-to-8-no-request-throughput.jsonl",
+        ("PRE007", "critical", "add-capacity"),
+        "warn",
+        "8 req/s offered of 1k/1k prompts to a 405B: 3.58 served, a median TTFT of 124 s; the request rate the "
+        "record lacks is completed / duration, as bench_serving computes it",
+        run=3,
+        present=(("PRE007", "offered 8 req/s"),),
+    ),
+    Case(
+        "sglang_bench/datacrunch-h200-sglang-2024-12-llama31-405b-online-rates-1-to-8-no-request-throughput.jsonl",
+        ("DEC001", "low", "quantize-weights"),
+        "pass",
+        "at 1 req/s on the 8 x H200 at TP 8 its script names: decode at about half the bf16 bandwidth ceiling, "
+        "FP8 weights the one low note",
+        query="?hardware=nvidia-h200-sxm&model=llama-3.1-405b&quantization=bf16&tensor_parallel=8",
+        cap="low",
+    ),
+    Case(
         "trtllm_bench/trtllm-docs-0.17-throughput-trt-engine-llama31-8b-fp8.log",
         MEAS004,
         "warn",
@@ -474,6 +534,32 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "warn",
         "10 multimodal requests",
         cap="moderate",
+    ),
+    Case(
+        "trtllm_bench/ericgong2005-trtllm-1.1.0rc2-pytorch-llama-3.2-3b-rtx-pro-6000-c8-stepbystep.md.txt",
+        SMALL_SAMPLE,
+        "warn",
+        "16 requests at --concurrency 8 (7.99 measured) on the PyTorch backend: the p99 is of 16 samples; the "
+        "report's bfloat16 weights resolve, so only the GPU and the decode rate are asked for",
+        cap="moderate",
+        present=(("MEAS004", "setup.hardware"),),
+    ),
+    Case(
+        "trtllm_bench/gpu-recipes-a3ultra-trtllm-0.17-build-and-throughput-llama31-405b-fp8-tp8-h200.log",
+        MEAS004,
+        "warn",
+        "a whole build-and-throughput pod log: the report after the build blocks names the 405B FP8 engine at TP 8, "
+        "not the GPU, so the hardware is what to add",
+        cap="moderate",
+        present=(("MEAS004", "setup.hardware"),),
+    ),
+    Case(
+        "trtllm_bench/gpu-recipes-a3ultra-trtllm-0.17-build-and-throughput-llama31-405b-fp8-tp8-h200.log",
+        None,
+        "pass",
+        "on the 8 x H200 its README names: 30,000 requests of 128/128 tokens at 3,914 output tok/s, an offline "
+        "engine test without per-request latencies; no rule has a finding to make",
+        query="?hardware=nvidia-h200-sxm",
     ),
     # --- llama-server, Ollama ---
     Case(
@@ -555,6 +641,56 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         run=None,
         cap="moderate",
         present=(("PRE001", "may queue"),),
+    ),
+    Case(
+        "bench_console/dennislee22-vllm0.10.1.1-a100-qwen2-7b-benchmark_serving-1024-1024-with-command-and-server-log.txt",
+        SMALL_SAMPLE,
+        "warn",
+        "10 requests of 1,024 tokens each way, the command pasted above the summary: 10 samples first",
+        cap="moderate",
+    ),
+    Case(
+        "bench_console/dennislee22-vllm0.10.1.1-a100-qwen2-7b-benchmark_serving-sweep-1-to-1000-prompts-section.md.txt",
+        ("MEAS005", "moderate", "improve-measurement"),
+        "warn",
+        "the 1,000-prompt point of the sweep: 894 succeeded and the summary has no failed line; the command's "
+        "--num-prompts 1000 says 106 failed, so the rest is a biased sample",
+        run=9,
+        cap="moderate",
+        present=(("MEAS005", "106 of 1,000 requests failed"),),
+    ),
+    Case(
+        "bench_console/dennislee22-vllm0.10.1.1-a100-qwen2-7b-benchmark_serving-sweep-1-to-1000-prompts-section.md.txt",
+        SMALL_SAMPLE,
+        "warn",
+        "the sweep's first point, one request, on the A100 its README names: one sample, nothing else to judge",
+        query="?hardware=nvidia-a100-80gb-pcie&runtime=vllm&quantization=bf16",
+        cap="moderate",
+        absent=("MEAS005",),
+    ),
+    Case(
+        "vllm_bench/djangodevreng-vllm0.26-dgx-spark-gb10-nemotron3-nano-30b-bf16-09-reasoning-poisson0.2.json",
+        ("PRE007", "moderate", "add-capacity"),
+        "warn",
+        DGX_SPARK_REASONING,
+        cap="moderate",
+        present=(("PRE007", "offered 0.2"),),
+    ),
+    Case(
+        "bench_console/djangodevreng-vllm0.26-dgx-spark-gb10-nemotron3-nano-30b-bf16-09-reasoning-namespace-progress.log",
+        ("PRE007", "moderate", "add-capacity"),
+        "warn",
+        DGX_SPARK_REASONING,
+        cap="moderate",
+        present=(("PRE007", "offered 0.2"),),
+    ),
+    Case(
+        "bench_console/djangodevreng-vllm0.26-dgx-spark-gb10-nemotron3-nano-30b-bf16-09-reasoning-docker-exec-command.md.txt",
+        ("PRE007", "moderate", "add-capacity"),
+        "warn",
+        DGX_SPARK_REASONING,
+        cap="moderate",
+        present=(("PRE007", "offered 0.2"),),
     ),
     # --- once strict xfails (issue 12/13, fixed): unified memory, engine tests, cancellations ---
     Case(
