@@ -11,8 +11,10 @@ is cheapest:
   those hand-offs cost more than the statements they carry;
 * on Postgres, through ``AsyncConnection.run_sync`` in the request's own transaction.
 
-Every statement is a multi-row INSERT … RETURNING over a table (SQLAlchemy's "insertmanyvalues"),
-so a batch costs the same few statements whatever its size.
+A batch costs the same few statements whatever its size: on Postgres a multi-row INSERT …
+RETURNING per table (SQLAlchemy's "insertmanyvalues"), and COPY for a bulk load's runs; on SQLite,
+where SQLAlchemy would send one INSERT per row, one executemany of the driver per table
+(:class:`_DriverRows`) and the ids read back by a unique key.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, String, Table, any_, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, Float, String, Table, any_, bindparam, delete, insert, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.engine import Dialect
+from sqlalchemy.util import await_only
 
 from advisor.canonical import run_to_builtins
 from advisor.db.models import METRIC_COLUMNS, Deployment, RawPayload, Recommendation, Run
@@ -61,7 +65,7 @@ _INTEGER_COLUMNS = frozenset({"requests_completed", "requests_failed", "num_requ
 def run_values(resolved: ResolvedRun) -> dict[str, Any]:
     """The typed columns and JSON documents of a run row (what the analysis adds aside)."""
     run = resolved.run
-    doc = run_to_builtins(run)
+    doc = resolved.doc if resolved.doc is not None else run_to_builtins(run)
     setup = run.setup
     values: dict[str, Any] = {
         "runtime": setup.runtime,
@@ -232,10 +236,7 @@ def write_plan(connection: Connection, plan: WritePlan) -> Written:
         for values in group:
             values.update(run_id=run_id, created_at=now, updated_at=now)
             recs.append(values)
-    rec_ids: list[int] = []
-    if recs:
-        result = connection.execute(_INSERT_RECOMMENDATIONS, recs)
-        rec_ids = [int(i) for i in result.scalars().all()]
+    rec_ids = _insert_recommendations(connection, recs) if recs else []
     per_run: list[list[int]] = []
     start = 0
     for group in plan.recommendations:
@@ -249,6 +250,124 @@ _FAST_COMPRESS_BYTES = 1_000_000
 _RUN_IDS_BY_HASH = select(RUN_TABLE.c.content_hash, RUN_TABLE.c.id).where(
     RUN_TABLE.c.content_hash.in_(bindparam("hashes", expanding=True))
 )
+_RUN_IDS_BY_HASH_ANY = select(RUN_TABLE.c.content_hash, RUN_TABLE.c.id).where(
+    RUN_TABLE.c.content_hash == any_(bindparam("hashes", type_=ARRAY(String(64))))
+)
+_REC_IDS_BY_RUN = select(REC_TABLE.c.run_id, REC_TABLE.c.rank, REC_TABLE.c.id).where(
+    REC_TABLE.c.run_id.in_(bindparam("run_ids", expanding=True))
+)
+#: From this many run rows on, Postgres gets them by COPY (one round trip, no SQL to parse per
+#: row) instead of multi-row INSERTs of 500 rows each; a batch of single submissions stays below.
+COPY_MIN_ROWS = 200
+
+
+class _DriverRows:
+    """Rows of one table as its DB-API driver takes them, for an insert that bypasses SQLAlchemy's
+    per-row work: the column list is fixed once per dialect and set of keys, each row becomes a
+    tuple in C (``operator.itemgetter``), and only the columns that have a bind processor (JSON
+    documents, timestamps) go through one.
+
+    Why: an executemany through ``connection.execute(insert(table), rows)`` runs
+    ``construct_params`` and every column's bind processor per row in Python, 22 % of a bulk load's
+    samples (docs/benchmarks.md, session 4). The processors used here are SQLAlchemy's own for the
+    dialect (``type.dialect_impl(dialect).bind_processor(dialect)``), so the stored values are the
+    ones that path stores (``tests/unit/db/test_driver_rows.py`` compares the two row by row).
+    Columns the rows leave out get their scalar Python default, as SQLAlchemy would give them.
+    """
+
+    def __init__(self, table: Table, keys: tuple[str, ...], dialect: Dialect) -> None:
+        unknown = set(keys) - set(table.columns.keys())
+        if unknown:
+            raise ValueError(f"{table.name} has no columns {sorted(unknown)}")
+        present: list[str] = []
+        defaulted: list[tuple[str, Any]] = []
+        for column in table.columns:
+            if column.primary_key and column.autoincrement is not False and column.key not in keys:
+                continue  # the identity key: the database numbers the rows
+            if column.key in keys:
+                present.append(column.key)
+                continue
+            default = column.default
+            if default is None:
+                defaulted.append((column.key, None))
+            elif getattr(default, "is_scalar", False):
+                defaulted.append((column.key, getattr(default, "arg", None)))
+            else:
+                raise ValueError(f"{table.name}.{column.key} has a computed default; the rows must give it")
+        self.columns = (*present, *(key for key, _ in defaulted))
+        # Float columns skip theirs (SQLite's ``to_float``: every value here is a float or an int
+        # from msgspec, and a REAL column stores an int as a float just as it would); on asyncpg
+        # they have none. That leaves the JSON documents and the timestamps.
+        processors = {
+            column.key: proc
+            for column in table.columns
+            if not isinstance(column.type, Float)
+            and (proc := column.type.dialect_impl(dialect).bind_processor(dialect)) is not None
+        }
+        self._getter = operator.itemgetter(*present)
+        self._single = len(present) == 1
+        self._processed = tuple((i, processors[key]) for i, key in enumerate(present) if key in processors)
+        self._constants = tuple(processors[key](value) if key in processors else value for key, value in defaulted)
+        quote = dialect.identifier_preparer.quote
+        self.sql = (
+            f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in self.columns)}) "
+            f"VALUES ({', '.join('?' for _ in self.columns)})"
+        )
+
+    def tuples(self, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        """The rows as tuples in :attr:`columns` order, processed for the driver.
+
+        A value the rows share (one object: the batch's ``created_at``, a bulk load's context
+        document) is processed once; the processors are pure, and the rows outlive the call."""
+        getter, processed, constants = self._getter, self._processed, self._constants
+        memo: dict[tuple[int, int], Any] = {}
+        out: list[tuple[Any, ...]] = []
+        for row in rows:
+            values = [getter(row)] if self._single else list(getter(row))
+            for i, proc in processed:
+                value = values[i]
+                key = (i, id(value))
+                done = memo.get(key, memo)
+                if done is memo:
+                    done = memo[key] = proc(value)
+                values[i] = done
+            out.append((*values, *constants))
+        return out
+
+
+@functools.lru_cache(maxsize=64)
+def _driver_rows(table: Table, keys: tuple[str, ...], dialect: Dialect) -> _DriverRows:
+    return _DriverRows(table, keys, dialect)
+
+
+def _grouped(rows: list[dict[str, Any]]) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+    """Rows by their set of keys (one, in practice: every row of a plan is built alike)."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row), []).append(row)
+    return groups
+
+
+def _driver_executemany(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """SQLite: the rows in one executemany of pysqlite (its loop is C), through the connection's
+    transaction (``exec_driver_sql``: no statement compilation, no per-row processing)."""
+    for keys, group in _grouped(rows).items():
+        driver = _driver_rows(table, keys, connection.dialect)
+        connection.exec_driver_sql(driver.sql, driver.tuples(group))
+
+
+def _copy_rows(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> bool:
+    """Postgres: the rows by asyncpg's ``copy_records_to_table`` (COPY … FROM STDIN, binary) on
+    the connection of this transaction; False when that connection is not asyncpg's, or has no
+    transaction open (COPY outside it would commit on its own), and the caller inserts instead."""
+    driver_connection = getattr(connection.connection, "driver_connection", None)
+    copy = getattr(driver_connection, "copy_records_to_table", None)
+    if copy is None or driver_connection is None or not driver_connection.is_in_transaction():
+        return False
+    for keys, group in _grouped(rows).items():
+        driver = _driver_rows(table, keys, connection.dialect)
+        await_only(copy(table.name, records=driver.tuples(group), columns=list(driver.columns)))
+    return True
 
 
 def _insert_runs(connection: Connection, rows: list[dict[str, Any]]) -> list[int]:
@@ -256,18 +375,47 @@ def _insert_runs(connection: Connection, rows: list[dict[str, Any]]) -> list[int
 
     On SQLite, SQLAlchemy cannot order a multi-row INSERT … RETURNING by its parameters for this
     table (its BIGINT key is not a sentinel it trusts there), so it sends one INSERT per row: 5,000
-    statements for a bulk load. Instead: one executemany (pysqlite's loop in C), then the ids read
-    back by content hash, which is unique (this transaction holds SQLite's write lock, so they are
-    the rows just written)."""
-    if connection.dialect.name != "sqlite" or len(rows) == 1:
-        return [int(i) for i in connection.execute(_INSERT_RUNS, rows).scalars().all()]
-    connection.execute(insert(RUN_TABLE), rows)
+    statements for a bulk load. Instead: one executemany of the driver (:class:`_DriverRows`),
+    then the ids read back by content hash, which is unique (this transaction holds SQLite's write
+    lock, so they are the rows just written). On Postgres, a bulk load's rows go by COPY and their
+    ids are read back the same way; fewer rows go as SQLAlchemy's multi-row INSERT … RETURNING."""
+    dialect = connection.dialect.name
     hashes = [row["content_hash"] for row in rows]
     ids: dict[str, int] = {}
-    for start in range(0, len(hashes), 500):
-        found = connection.execute(_RUN_IDS_BY_HASH, {"hashes": hashes[start : start + 500]})
+    if dialect == "sqlite":
+        if len(rows) == 1:
+            driver = _driver_rows(RUN_TABLE, tuple(rows[0]), connection.dialect)
+            run_id = connection.exec_driver_sql(driver.sql, driver.tuples(rows)[0]).lastrowid
+            return [int(run_id)]
+        _driver_executemany(connection, RUN_TABLE, rows)
+        for start in range(0, len(hashes), 500):
+            found = connection.execute(_RUN_IDS_BY_HASH, {"hashes": hashes[start : start + 500]})
+            ids.update({digest: int(i) for digest, i in found.all()})
+        return [ids[digest] for digest in hashes]
+    if dialect == "postgresql" and len(rows) >= COPY_MIN_ROWS and _copy_rows(connection, RUN_TABLE, rows):
+        found = connection.execute(_RUN_IDS_BY_HASH_ANY, {"hashes": hashes})
         ids.update({digest: int(i) for digest, i in found.all()})
-    return [ids[digest] for digest in hashes]
+        return [ids[digest] for digest in hashes]
+    return [int(i) for i in connection.execute(_INSERT_RUNS, rows).scalars().all()]
+
+
+def _insert_recommendations(connection: Connection, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert the recommendations of newly inserted runs; their ids in order.
+
+    On SQLite the same as the runs (one statement per row otherwise): one executemany of the
+    driver, then the ids by ``(run_id, rank)``, unique among the recommendations of runs this
+    transaction has just inserted."""
+    if connection.dialect.name != "sqlite":
+        return [int(i) for i in connection.execute(_INSERT_RECOMMENDATIONS, rows).scalars().all()]
+    _driver_executemany(connection, REC_TABLE, rows)
+    run_ids = sorted({row["run_id"] for row in rows})
+    ids: dict[tuple[int, int], int] = {}
+    for start in range(0, len(run_ids), 500):
+        found = connection.execute(_REC_IDS_BY_RUN, {"run_ids": run_ids[start : start + 500]})
+        ids.update({(int(run_id), int(rank)): int(i) for run_id, rank, i in found.all()})
+    if len(ids) != len(rows):  # never an answer with another row's id: fail the transaction
+        raise RuntimeError(f"read back {len(ids)} recommendation ids for {len(rows)} rows inserted")
+    return [ids[(row["run_id"], row["rank"])] for row in rows]
 
 
 def _apply_updates(connection: Connection, changes: list[RunUpdate], now: datetime) -> list[bool]:
