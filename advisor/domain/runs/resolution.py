@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -41,6 +41,9 @@ class ResolvedRun:
     index: int = 0  # its position in the submitted file
     #: The knee of the sweep the file holds (several rates or concurrencies); None for one run.
     sweep: SweepCapacity | None = None
+    #: ``run_to_builtins(run)`` as hashed: the store's JSON documents reuse it instead of a second
+    #: conversion per run. None when the run was not hashed here (a stored run re-analysed).
+    doc: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 def _catalog_id(spec: HardwareSpec | ModelSpec | QuantSpec | None, value: Any) -> str | None:
@@ -87,6 +90,15 @@ def resolve_run(
 ) -> ResolvedRun:
     """Fill ``run`` from ``context``, resolve its names and reject contradictions (in place)."""
     setup = run.setup
+    # Whether the context changed the run: only then is its setup validated again (the parser,
+    # or the bulk decoder, validated the run as the file gave it).
+    changed = (
+        context.hardware is not None
+        or context.model is not None
+        or context.quantization is not None
+        or bool(context.engine_args)
+        or bool(context.labels)
+    )
     if context.deployment is not None:
         if run.deployment is not None and not _same(run.deployment, context.deployment):
             raise Conflict(
@@ -94,10 +106,12 @@ def resolve_run(
                 field="deployment",
             )
         run.deployment = context.deployment
+        changed = True
     for name in _SCALAR_CONTEXT:
         ctx_value = getattr(context, name)
         if ctx_value is None:
             continue
+        changed = True
         file_value = getattr(setup, name)
         if file_value is not None and not _same(file_value, ctx_value):
             raise Conflict(
@@ -119,6 +133,7 @@ def resolve_run(
             )
         if file_number is None:
             setattr(run.workload, workload_field, float(ctx_number))
+            changed = True
     if context.engine_args:
         setup.engine_args = {**setup.engine_args, **context.engine_args}
     if context.labels:
@@ -168,9 +183,11 @@ def resolve_run(
     setup.quantization = quantization_id or quant_value
     if given:
         run.source.given = {**run.source.given, **given}
-    validate_setup(run)  # the parser validated the metrics; the context may have changed the setup
+    if changed:
+        validate_setup(run)  # the context's values, which no parser has seen
     specs = ResolvedSetup(hardware, model, quant, implied, unresolved)
-    return ResolvedRun(run, specs, content_hash(run), hardware_id, model_id, quantization_id, index)
+    doc = run_to_builtins(run)
+    return ResolvedRun(run, specs, _hash_of(doc), hardware_id, model_id, quantization_id, index, doc=doc)
 
 
 def _resolve_hardware(
@@ -255,6 +272,9 @@ _HASHED = ("deployment", "measured_at", "setup", "workload", "metrics", "labels"
 
 def content_hash(run: CanonicalRun) -> str:
     """SHA-256 over the normalised run: the same measurement always hashes the same."""
-    doc = run_to_builtins(run)
+    return _hash_of(run_to_builtins(run))
+
+
+def _hash_of(doc: dict[str, Any]) -> str:
     payload = {key: doc.get(key) for key in _HASHED}
     return hashlib.sha256(msgspec.json.encode(payload, order="sorted")).hexdigest()
