@@ -18,10 +18,12 @@ a run that is still unanalysed analyses it first, so every stored run has its re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import gc
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -153,6 +155,34 @@ class _Foreground:
 
 
 _FOREGROUND: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Foreground] = weakref.WeakKeyDictionary()
+
+#: Bulk loads in this process holding the cyclic garbage collector off, and whether they turned it off.
+_GC_PAUSE = {"holders": 0, "disabled": False}
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while bulk loads run (process-wide: the last one out turns
+    it back on, unless it was off before).
+
+    A bulk load builds about a million objects that live until it ends (decoded runs, their
+    column values and JSON documents) and makes no cycles of its own, yet they trigger dozens of
+    collections, each walking all of them: about 14 % of the CPU of resolving and writing a
+    5,000-run array, with the server's thresholds (``advisor.server.asgi``; docs/benchmarks.md,
+    session 5). Reference counting frees everything as before; what other requests leave in
+    cycles meanwhile waits for the next collection, seconds later.
+    """
+    if _GC_PAUSE["holders"] == 0 and gc.isenabled():
+        gc.disable()
+        _GC_PAUSE["disabled"] = True
+    _GC_PAUSE["holders"] += 1
+    try:
+        yield
+    finally:
+        _GC_PAUSE["holders"] -= 1
+        if _GC_PAUSE["holders"] == 0 and _GC_PAUSE["disabled"]:
+            _GC_PAUSE["disabled"] = False
+            gc.enable()
 
 
 def _keep(task: asyncio.Task[Any]) -> None:
@@ -579,7 +609,8 @@ class RunPipeline:
         foreground = _Foreground.here()
         foreground.enter()
         try:
-            return await self._bulk(request, max_runs=max_runs)
+            with _collector_paused():
+                return await self._bulk(request, max_runs=max_runs)
         finally:
             foreground.leave()
 
