@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import random
 import socket
@@ -18,6 +19,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+#: The HTTP protocol `advisor serve` gives uvicorn (advisor.cli.serve._http_protocol).
+HTTP_PROTOCOL = "advisor.server.timeouts:HeaderTimeoutProtocol" if importlib.util.find_spec("httptools") else "auto"
 
 #: The process id of each running :func:`server`, by base URL (for its memory).
 PIDS: dict[str, int] = {}
@@ -33,6 +36,9 @@ def free_port() -> int:
 def server(app: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """Run ``uvicorn app`` (one worker, one process) and yield its base URL."""
     port = free_port()
+    # advisor's app is served as `advisor serve` serves it: with its HTTP protocol (the bound on
+    # the request head, one write per response); the reference keeps uvicorn's default.
+    protocol = [] if app.endswith("_echo_app:app") else ["--http", HTTP_PROTOCOL]
     proc = subprocess.Popen(
         [
             PYTHON,
@@ -46,6 +52,7 @@ def server(app: str, env: dict[str, str] | None = None) -> Iterator[str]:
             "--no-access-log",
             "--log-level",
             "warning",
+            *protocol,
         ],
         cwd=ROOT,
         env={**os.environ, **(env or {})},

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench._common import PYTHON, ROOT, free_port, wait_until_up
+from bench._common import HTTP_PROTOCOL, PYTHON, ROOT, free_port, wait_until_up
 from bench.ingest import database, wrk
 
 __all__ = ["main"]
@@ -36,8 +36,10 @@ _QUIET = ("--no-access-log", "--log-level", "warning")
 def _serve(code: Path, app: str, env: dict[str, str]) -> Iterator[tuple[str, int]]:
     """``uvicorn app`` run from ``code`` (whose ``advisor`` package it imports); (URL, pid)."""
     port = free_port()
+    # Each advisor tree with `advisor serve`'s HTTP protocol (bench._common.server does the same).
+    protocol = [] if app.endswith("_echo_app:app") else ["--http", HTTP_PROTOCOL]
     proc = subprocess.Popen(
-        [PYTHON, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), *_QUIET],
+        [PYTHON, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), *_QUIET, *protocol],
         cwd=code,
         env={**os.environ, **env},
     )
