@@ -9,10 +9,18 @@
   efficient leave-one-out CV.
 
 Both take a DataFrame with the feature columns and predict ``log(measured / reference)``.
+
+Cross-validation fits many of both on one encoded matrix; for that it uses faster equivalents
+that compute the same numbers: :func:`fold_boosting` (the boosting without the ColumnTransformer,
+its categorical encoding and weighted binning in one pass, bins reusable across targets) and
+:class:`RidgeDesign` (the ridge's encoding and leave-one-out decomposition once per fold for every
+target on those rows).
 """
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +38,11 @@ from advisor.ml.features import CATEGORICAL, NUMERIC
 __all__ = [
     "GBM_PARAMS",
     "MONOTONIC",
+    "RIDGE_ALPHAS",
+    "FoldBins",
+    "FoldRidge",
+    "RidgeDesign",
+    "RidgeEncoding",
     "WeightedBinningBoosting",
     "fit_weighted",
     "fold_boosting",
@@ -152,29 +165,171 @@ class WeightedBinningBoosting(HistGradientBoostingRegressor):  # type: ignore[mi
     :mod:`advisor.ml.forest` on the fitted trees' layout.
     """
 
+    #: The training bins to reuse (:meth:`reusing`), or None to bin the training rows.
+    _bins: FoldBins | None = None
+
+    def reusing(self, bins: FoldBins) -> WeightedBinningBoosting:
+        """Fit on the training rows ``bins`` holds (the same matrix and weights; only the target
+        differs) without binning them again: the bins depend on the rows and weights only, so
+        the trees are those a fresh fit would grow. ``bins`` is filled by the first fit that
+        uses it."""
+        self._bins = bins
+        return self
+
+    #: Set by :func:`fold_boosting`: encode the leading categorical columns here instead of in
+    #: scikit-learn's internal ColumnTransformer (see :meth:`_preprocess_X`). Never for an
+    #: estimator that is stored: it would keep no ColumnTransformer to predict with.
+    _fast_encoding: bool = False
+    #: Per leading categorical column, its distinct training values, sorted; and the number of
+    #: columns fitted on (both set by the fast path only).
+    _codes: list[npt.NDArray[np.float64]] | None = None
+    _n_columns: int = 0
+
+    def _preprocess_X(self, X: Any, *, reset: bool) -> Any:
+        """scikit-learn's input preprocessing without its ColumnTransformer, for a float matrix
+        whose categorical features are its first columns.
+
+        Given categorical features, ``HistGradientBoostingRegressor`` (scikit-learn 1.9) builds
+        a ColumnTransformer with an ``OrdinalEncoder`` on every fit and runs it on every
+        predict: half the fixed cost of a cross-validation fold's fit. What it computes is
+        simple here: each categorical value becomes its rank among the column's distinct
+        training values (NaN when missing or not seen in training), the numerics pass through,
+        and the known categories of column ``j`` are ``0 … n_j - 1``. Anything else (a
+        DataFrame, categoricals elsewhere, more categories than bins) takes scikit-learn's path.
+        """
+        k = self._leading_categoricals(X)
+        if not reset:
+            if self._codes is None:
+                return super()._preprocess_X(X, reset=reset)
+            x = np.asarray(X, dtype=np.float64)
+            if x.ndim != 2 or x.shape[1] != self._n_columns:
+                raise ValueError(f"X has {x.shape[-1]} features, the estimator was fitted on {self._n_columns}")
+            return self._ordinal(x)
+        self.__dict__.pop("_codes", None)  # the class default (None); a stored estimator has none
+        if k is None:
+            return super()._preprocess_X(X, reset=reset)
+        x = np.asarray(X, dtype=np.float64)
+        codes = [np.unique(column[~np.isnan(column)]) for column in x[:, :k].T]
+        if any(c.size > self.max_bins for c in codes):
+            return super()._preprocess_X(X, reset=reset)  # raises scikit-learn's own error
+        mask = np.zeros(x.shape[1], dtype=bool)
+        mask[:k] = True
+        self.is_categorical_ = mask
+        self._is_categorical_remapped = mask.copy()
+        self._preprocessor = None
+        self.n_features_in_ = self._n_columns = x.shape[1]
+        self._codes = codes
+        known: list[npt.NDArray[np.float64] | None] = [np.arange(len(c), dtype=np.float64) for c in codes]
+        known += [None] * (x.shape[1] - k)
+        return self._ordinal(x), known
+
+    def _leading_categoricals(self, X: Any) -> int | None:
+        """How many leading columns are the categorical features, when the fast path applies."""
+        features = self.categorical_features
+        if not self._fast_encoding or not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64:
+            return None
+        if not isinstance(features, list) or not all(isinstance(f, int) for f in features):
+            return None
+        k = len(features)
+        if features != list(range(k)) or k == 0 or k > X.shape[1]:
+            return None
+        return k
+
+    def _ordinal(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        assert self._codes is not None
+        out = x.copy()
+        for j, codes in enumerate(self._codes):
+            column = x[:, j]
+            at = np.clip(np.searchsorted(codes, column), 0, max(codes.size - 1, 0))
+            known = codes.size > 0
+            found = (codes[at] == column) if known else np.zeros(len(column), dtype=bool)
+            out[:, j] = np.where(found, at, np.nan)
+        return out
+
     def _bin_data(self, X: Any, sample_weight: Any, is_training_data: bool) -> Any:
+        bins = self._bins
+        if is_training_data and bins is not None:
+            if bins.binned is not None and bins.binned.shape == X.shape:
+                self._bin_mapper = bins.mapper
+                return bins.binned
+            binned = self._bin_training(X, sample_weight)
+            bins.mapper, bins.binned = self._bin_mapper, binned
+            return binned
+        if is_training_data:
+            return self._bin_training(X, sample_weight)
+        return super()._bin_data(X, sample_weight, is_training_data)
+
+    def _bin_training(self, X: Any, sample_weight: Any) -> Any:
         mapper = self._bin_mapper
         if (
-            not is_training_data
-            or sample_weight is None
+            sample_weight is None
             # scikit-learn draws an unweighted subsample itself past this many rows, and drops
             # zero-weight rows before counting distinct values: leave both cases to it.
             or (mapper.subsample is not None and X.shape[0] > mapper.subsample)
             or not np.all(sample_weight > 0)
         ):
-            return super()._bin_data(X, sample_weight, is_training_data)
-        mapper.fit(X)
-        max_bins = mapper.n_bins - 1
-        for j in np.flatnonzero(~np.asarray(mapper.is_categorical_, dtype=bool)).tolist():
-            column = X[:, j]
-            present = ~np.isnan(column)
-            values, weights = column[present], np.asarray(sample_weight, dtype=np.float64)[present]
-            if np.unique(values).size <= max_bins:
-                continue  # the midpoints of the distinct values, as with weights
-            edges = weighted_edges(values, weights, max_bins)
-            mapper.bin_thresholds_[j] = edges
-            mapper.n_bins_non_missing_[j] = edges.shape[0] + 1
+            return super()._bin_data(X, sample_weight, True)
+        if not _fit_mapper(mapper, np.asarray(X, dtype=np.float64), np.asarray(sample_weight, dtype=np.float64)):
+            return super()._bin_data(X, sample_weight, True)
         return mapper.transform(X)
+
+
+def _fit_mapper(mapper: Any, x: npt.NDArray[np.float64], weight: npt.NDArray[np.float64]) -> bool:
+    """Fit scikit-learn's ``_BinMapper`` on weighted rows (every weight > 0) as its ``fit`` with
+    those weights does, in one pass per feature: categoricals take their known categories; a
+    numeric feature with at most ``max_bins`` distinct values the midpoints between them; one
+    with more the weighted percentiles of :func:`weighted_edges`. ``_BinMapper.fit`` dispatches
+    the features through joblib and computes each weighted edge as its own percentile; this was
+    most of a cross-validation fold's binning. False (mapper untouched) for a feature without a
+    value, which scikit-learn's own path handles."""
+    n_features = x.shape[1]
+    max_bins = mapper.n_bins - 1
+    categorical = (
+        np.zeros(n_features, dtype=np.uint8)
+        if mapper.is_categorical is None
+        else np.asarray(mapper.is_categorical, dtype=np.uint8)
+    )
+    known = mapper.known_categories if mapper.known_categories is not None else [None] * n_features
+    thresholds: list[npt.NDArray[np.float64]] = []
+    counts: list[int] = []
+    for j in range(n_features):
+        if categorical[j]:
+            categories = known[j]
+            if categories is None:
+                return False
+            thresholds.append(categories)
+            counts.append(int(categories.shape[0]))
+            continue
+        column = x[:, j]
+        present = ~np.isnan(column)
+        values = column[present]
+        distinct = np.unique(values)
+        if distinct.size == 0:
+            return False
+        if distinct.size == 1:
+            edges = np.asarray([], dtype=np.float64)
+        elif distinct.size <= max_bins:
+            edges = (distinct[:-1] + distinct[1:]) / 2.0  # sliding_window_view(d, 2).mean(axis=1)
+            np.clip(edges, a_min=None, a_max=ALMOST_INF, out=edges)
+        else:
+            edges = weighted_edges(values, weight[present], max_bins)
+        thresholds.append(edges)
+        counts.append(edges.shape[0] + 1)
+    mapper.is_categorical_ = categorical
+    mapper.missing_values_bin_idx_ = mapper.n_bins - 1
+    mapper.bin_thresholds_ = thresholds
+    mapper.n_bins_non_missing_ = np.array(counts, dtype=np.uint32)
+    return True
+
+
+@dataclass
+class FoldBins:
+    """One training matrix's fitted bin mapper and binned rows, shared by the fits of several
+    targets on the same rows and weights (:meth:`WeightedBinningBoosting.reusing`). The binned
+    matrix is only read by the boosting."""
+
+    mapper: Any = None
+    binned: npt.NDArray[np.uint8] | None = None
 
 
 def fold_boosting(*, random_state: int = 0, target: str | None = None) -> WeightedBinningBoosting:
@@ -182,7 +337,13 @@ def fold_boosting(*, random_state: int = 0, target: str | None = None) -> Weight
     ColumnTransformer, with the faster weighted binning: for a matrix already encoded like that
     ColumnTransformer's output (cross-validation encodes a sample once, not once per fold)."""
     model = gradient_boosting(random_state=random_state, target=target).named_steps["model"]
-    return WeightedBinningBoosting(**model.get_params())
+    estimator = WeightedBinningBoosting(**model.get_params())
+    estimator._fast_encoding = True
+    return estimator
+
+
+#: Attributes :class:`WeightedBinningBoosting` may set that scikit-learn's estimator lacks.
+_SUBCLASS_STATE = frozenset({"_bins", "_fast_encoding", "_codes", "_n_columns"})
 
 
 def fit_weighted(pipeline: Pipeline, x: Any, y: Any, weight: Any) -> Pipeline:
@@ -195,9 +356,14 @@ def fit_weighted(pipeline: Pipeline, x: Any, y: Any, weight: Any) -> Pipeline:
     pipeline.steps[-1] = ("model", fast)
     pipeline.fit(x, y, model__sample_weight=weight)
     plain = HistGradientBoostingRegressor(**fast.get_params())
-    plain.__dict__.update(fast.__dict__)
+    # scikit-learn's fitted state only: nothing of the subclass's own goes into an artifact.
+    plain.__dict__.update({k: v for k, v in fast.__dict__.items() if k not in _SUBCLASS_STATE})
     pipeline.steps[-1] = ("model", plain)
     return pipeline
+
+
+#: The ridge baseline's candidate penalties (``RidgeCV`` picks one by efficient leave-one-out).
+RIDGE_ALPHAS = np.logspace(-3, 3, 13)
 
 
 def linear(*, encoded: bool = False) -> Pipeline:
@@ -229,4 +395,138 @@ def linear(*, encoded: bool = False) -> Pipeline:
         ],
         remainder="drop",
     )
-    return Pipeline([("features", features), ("model", RidgeCV(alphas=np.logspace(-3, 3, 13)))])
+    return Pipeline([("features", features), ("model", RidgeCV(alphas=RIDGE_ALPHAS))])
+
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class RidgeEncoding:
+    """:func:`linear`'s fitted transformers (``encoded=True``) as arrays: each categorical's
+    training codes (one-hot; NaN last when missing values were seen), the numerics' medians, the
+    columns that get a missing-value indicator, and the scaler's means and scales."""
+
+    categories: tuple[FloatArray, ...]
+    median: FloatArray
+    indicators: npt.NDArray[np.intp]
+    mean: FloatArray
+    scale: FloatArray
+
+    @classmethod
+    def fit(cls, x: FloatArray) -> tuple[RidgeEncoding, FloatArray]:
+        """The transformers fitted on encoded rows, and those rows' design matrix."""
+        k = len(CATEGORICAL)
+        numeric = x[:, k:]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column: imputed with 0
+            median = np.nanmedian(numeric, axis=0)
+        median = np.where(np.isnan(median), 0.0, median)
+        indicators = np.flatnonzero(np.isnan(numeric).any(axis=0))
+        block = _impute(numeric, median, indicators)
+        n = block.shape[0]
+        # StandardScaler's two-pass mean and variance; near-constant columns are not scaled.
+        mean = block.sum(axis=0) / n
+        centred = block - mean
+        correction = centred.sum(axis=0)
+        var = ((centred**2).sum(axis=0) - correction**2 / n) / n
+        eps = np.finfo(np.float64).eps
+        constant = var <= n * eps * var + (n * mean * eps) ** 2
+        scale = np.where(constant, 1.0, np.sqrt(var))
+        encoding = cls(tuple(_sorted_with_nan(x[:, j]) for j in range(k)), median, indicators, mean, scale)
+        return encoding, encoding.transform(x, scaled=(block - mean) / scale)
+
+    def transform(self, x: FloatArray, *, scaled: FloatArray | None = None) -> FloatArray:
+        """The design matrix of encoded rows: the one-hot columns (a code training lacked: all
+        zero), then the imputed, scaled numerics and missing-value indicators."""
+        k = len(CATEGORICAL)
+        columns = []
+        for j, categories in enumerate(self.categories):
+            values = x[:, j]
+            hot = values[:, None] == categories[None, :]
+            if categories.size and np.isnan(categories[-1]):
+                hot[:, -1] = np.isnan(values)
+            columns.append(hot.astype(np.float64))
+        if scaled is None:
+            scaled = (_impute(x[:, k:], self.median, self.indicators) - self.mean) / self.scale
+        columns.append(scaled)
+        return np.hstack(columns)
+
+
+@dataclass(frozen=True)
+class FoldRidge:
+    """The ridge baseline of one target fitted by :meth:`RidgeDesign.fit`: predicts what
+    ``linear(encoded=True)`` fitted on the same rows predicts."""
+
+    encoding: RidgeEncoding
+    coef: FloatArray
+    intercept: float
+    alpha: float
+
+    def predict(self, x: FloatArray) -> FloatArray:
+        return np.asarray(self.encoding.transform(x) @ self.coef + self.intercept, dtype=np.float64)
+
+
+class RidgeDesign:
+    """:func:`linear` (``encoded=True``) on one training matrix and its weights, up to the target:
+    the one-hot, imputation and scaling fitted, and ``RidgeCV``'s leave-one-out decomposition
+    done, once for every target fitted on these rows (:meth:`fit`).
+
+    Why hand-written: in a cross-validation fold the Pipeline spent more CPU in its transformers'
+    input validation than in the ridge, and ``RidgeCV`` rebuilds ``X (X'X + a)^-1 X'`` for each
+    of its 13 penalties; here the covariance's eigenvectors are applied to ``X`` once, and every
+    penalty's leave-one-out errors are a few matrix products. The arithmetic is scikit-learn's
+    (``OneHotEncoder(handle_unknown="ignore")``, ``SimpleImputer(strategy="median",
+    add_indicator=True, keep_empty_features=True)``, ``StandardScaler``, then ``RidgeCV`` with
+    ``gcv_mode="cov"``, an intercept and sample weights: ``_RidgeGCV._solve_eigen_covariance``
+    in scikit-learn 1.9), so the predictions equal the Pipeline's to rounding
+    (``tests/unit/ml/test_fit_speed_equivalence.py``). ``RidgeCV`` takes that mode when there are
+    more rows than design columns; :attr:`usable` says so, and the caller fits :func:`linear`
+    otherwise.
+    """
+
+    def __init__(self, x: FloatArray, weight: FloatArray, *, alphas: FloatArray = RIDGE_ALPHAS):
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.encoding, design = RidgeEncoding.fit(x)
+        self.usable = design.shape[0] > design.shape[1]
+        # RidgeCV's preprocessing: centred on the weighted means, rows scaled by sqrt(weight).
+        self.weight = np.asarray(weight, dtype=np.float64)
+        self.x_offset = np.average(design, axis=0, weights=self.weight)
+        self.sqrt_sw = np.sqrt(self.weight)
+        xs = (design - self.x_offset) * self.sqrt_sw[:, None]
+        del design
+        eigvals, self.v = np.linalg.eigh(xs.T @ xs)
+        # The rows in the eigenbasis (V'X'y = Z'y: only Z is kept, a few MB per fold).
+        self.z = xs @ self.v
+        # (eigenvalue + alpha)^-1, one column per alpha.
+        self.d = 1.0 / (eigvals[:, None] + self.alphas[None, :])
+        sw_sum = float(self.sqrt_sw @ self.sqrt_sw)
+        hat = (self.z * self.z) @ self.d
+        toward_sw = self.z @ (self.d * (self.z.T @ self.sqrt_sw)[:, None])
+        # Each row's leave-one-out denominator at every alpha (the intercept's part included).
+        self.denominator = 1.0 - hat - (self.sqrt_sw[:, None] - toward_sw) * self.sqrt_sw[:, None] / sw_sum
+
+    def fit(self, y: FloatArray) -> FoldRidge:
+        """``RidgeCV`` on these rows for the target ``y``: the alpha with the lowest mean squared
+        leave-one-out error (the first on ties), its coefficients and intercept."""
+        y_offset = float(np.average(y, weights=self.weight))
+        ys = (y - y_offset) * self.sqrt_sw
+        projected = self.z.T @ ys
+        fitted = self.z @ (self.d * projected[:, None])
+        looe = (ys[:, None] - fitted) / self.denominator
+        best = int(np.argmax(np.mean(-(looe**2), axis=0)))
+        coef = self.v @ (self.d[:, best] * projected)
+        return FoldRidge(self.encoding, coef, y_offset - float(self.x_offset @ coef), float(self.alphas[best]))
+
+
+def _impute(numeric: FloatArray, median: FloatArray, indicators: npt.NDArray[np.intp]) -> FloatArray:
+    missing = np.isnan(numeric)
+    return np.hstack([np.where(missing, median, numeric), missing[:, indicators].astype(np.float64)])
+
+
+def _sorted_with_nan(values: FloatArray) -> FloatArray:
+    present = values[~np.isnan(values)]
+    out = np.unique(present)
+    if present.size < values.size:
+        out = np.append(out, np.nan)
+    return out

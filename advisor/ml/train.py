@@ -48,13 +48,22 @@ from advisor.ml.features import (
     CATEGORICAL,
     FEATURES,
     NUMERIC,
+    TREE_NEUTRAL,
     FeatureInput,
     feature_row,
     hardware_family,
     tree_frame,
 )
 from advisor.ml.model import FALLBACK_WIDENING, Fallback, Head, PerformanceModel
-from advisor.ml.pipeline import GBM_PARAMS, fit_weighted, fold_boosting, gradient_boosting, linear
+from advisor.ml.pipeline import (
+    GBM_PARAMS,
+    FoldBins,
+    RidgeDesign,
+    fit_weighted,
+    fold_boosting,
+    gradient_boosting,
+    linear,
+)
 from advisor.ml.shrink import Losses, Selection, apply_nested
 
 __all__ = [
@@ -136,6 +145,9 @@ class TrainingSet:
     source: StrArray
     kind: StrArray
     origin: StrArray
+    #: :func:`hardware_families` once computed (the CV asks for them per grouping and per fold
+    #: count; each is a Python pass over the rows).
+    families: StrArray | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.y)
@@ -377,17 +389,52 @@ def _fold_coverage(
     return covered
 
 
+#: Both ends of the central interval at each level of :data:`LEVEL_GRID`, as :func:`_offsets`
+#: computes them (``(levels, 2)``).
+_LEVEL_QUANTILES = np.array([[(1.0 - lv) / 2.0, 1.0 - (1.0 - lv) / 2.0] for lv in LEVEL_GRID.tolist()])
+
+
+class _LevelOffsets:
+    """:func:`_offsets` of one residual set at every level of :data:`LEVEL_GRID`: which strata
+    qualify is decided once, and each stratum's quantiles at all levels come from one
+    ``np.quantile`` call (each quantile is computed on its own, so the values are those of one
+    call per level)."""
+
+    def __init__(self, residuals: FloatArray, strata: _Strata):
+        self.names = strata.names
+        grid = _LEVEL_QUANTILES.ravel()
+        self.table: list[tuple[str, FloatArray]] = [("*", np.quantile(residuals, grid).reshape(-1, 2))]
+        counts = np.bincount(strata.kind, minlength=len(strata.names))
+        for code in np.flatnonzero(counts >= MIN_STRATUM).tolist():
+            mask = strata.kind == code
+            if np.unique(strata.device[mask]).size >= MIN_STRATUM_GROUPS:
+                self.table.append((strata.names[code], np.quantile(residuals[mask], grid).reshape(-1, 2)))
+
+    def at(self, index: int) -> dict[str, tuple[float, float]]:
+        return {name: (float(values[index, 0]), float(values[index, 1])) for name, values in self.table}
+
+
 def _choose_level(residuals: FloatArray, strata: _Strata, folds: npt.NDArray[np.intp]) -> float:
     """The smallest level of :data:`LEVEL_GRID` whose fold-by-fold coverage reaches
     :data:`NOMINAL_COVERAGE`. Errors on unseen devices cluster by device, so the 10th-90th
     percentile of pooled residuals covers fewer than 80 % of a new device's runs; the level is
-    widened until it does (binary search: coverage grows with the level)."""
-    if len(np.unique(folds)) < 2:
+    widened until it does (binary search: coverage grows with the level). The same search as
+    :func:`_fold_coverage` at each level tried, with each fold's offsets at every level
+    computed once (:class:`_LevelOffsets`)."""
+    names = np.unique(folds).tolist()
+    if len(names) < 2:
         return NOMINAL_COVERAGE
+    parts = []
+    for fold in names:
+        test = folds == fold
+        parts.append((test, residuals[test], strata[test], _LevelOffsets(residuals[~test], strata[~test])))
     lo, hi = 0, len(LEVEL_GRID) - 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if _fold_coverage(residuals, strata, folds, float(LEVEL_GRID[mid])).mean() >= NOMINAL_COVERAGE:
+        covered = np.zeros(len(residuals), dtype=bool)
+        for test, held_out, held_strata, offsets in parts:
+            covered[test] = _inside(held_out, held_strata, offsets.at(mid))
+        if covered.mean() >= NOMINAL_COVERAGE:
             hi = mid
         else:
             lo = mid + 1
@@ -432,10 +479,11 @@ def _groups(ts: TrainingSet, scheme: str) -> StrArray:
 def hardware_families(ts: TrainingSet) -> StrArray:
     """Each row's hardware family, ``kind/vendor`` (``apple_soc/apple``, ``gpu/amd``, ...): what
     leave-one-family-out CV holds out, so a whole kind of device is unseen in its fold."""
-    frame = ts.features.iloc[ts.index]
-    kinds = frame["hardware_kind"].tolist()
-    vendors = frame["vendor"].tolist()
-    return _labels(hardware_family(k, v) for k, v in zip(kinds, vendors, strict=True))
+    if ts.families is None:
+        kinds = ts.features["hardware_kind"].to_numpy(dtype=object)[ts.index].tolist()
+        vendors = ts.features["vendor"].to_numpy(dtype=object)[ts.index].tolist()
+        ts.families = _labels(hardware_family(k, v) for k, v in zip(kinds, vendors, strict=True))
+    return ts.families
 
 
 def _n_folds(ts: TrainingSet, scheme: str) -> int:
@@ -443,6 +491,51 @@ def _n_folds(ts: TrainingSet, scheme: str) -> int:
     if splitter is None:
         return 0
     return int(splitter.get_n_splits(groups=_groups(ts, scheme)))
+
+
+@dataclass
+class _SharedFolds:
+    """What a fold computes from its training rows and weights alone, kept for the next target
+    whose CV sample is the same rows with the same weights (the tail heads of a fleet: one cell
+    gives TTFT p50, TTFT p99 and ITL p99, so their samples and folds coincide): the ridge's
+    encoding and leave-one-out decomposition (:class:`advisor.ml.pipeline.RidgeDesign`) and the
+    trees' bins (:class:`advisor.ml.pipeline.FoldBins`). Only one sample's are kept at a time."""
+
+    sample: bytes = b""
+    designs: dict[bytes, RidgeDesign] = field(default_factory=dict)
+    bins: dict[tuple[bytes, tuple[str, ...]], FoldBins] = field(default_factory=dict)
+    #: Whether a later target has the same sample (else nothing is kept: a fold's ridge
+    #: decomposition is a few MB).
+    keep: bool = False
+
+    def use(self, ts: TrainingSet, *, keep: bool) -> None:
+        """Reuse what was computed for ``ts``'s rows and weights, drop anything else; ``keep``:
+        a later target has the same sample, so keep what this one computes."""
+        digest = _sample_digest(ts)
+        if digest != self.sample:
+            self.sample = digest
+            self.designs.clear()
+            self.bins.clear()
+        self.keep = keep
+
+    def release(self) -> None:
+        """Drop what is kept unless a later target reuses it."""
+        if not self.keep:
+            self.sample = b""
+            self.designs.clear()
+            self.bins.clear()
+
+
+def _sample_digest(ts: TrainingSet) -> bytes:
+    """Which rows of the shared feature frame a training set holds, and their weights."""
+    return _digest(ts.index, ts.weight)
+
+
+def _digest(*arrays: npt.NDArray[Any]) -> bytes:
+    hasher = hashlib.blake2b(digest_size=16)
+    for values in arrays:
+        hasher.update(np.ascontiguousarray(values).tobytes())
+    return hasher.digest()
 
 
 @dataclass(frozen=True)
@@ -459,14 +552,18 @@ class _Sample:
     # The models fitted per fold, keyed by the fold's training rows: groupings whose folds
     # coincide (the same rows held out, e.g. one source is one hardware family) fit them once.
     fits: dict[bytes, tuple[Any, Any, Any, float]] = field(default_factory=dict, compare=False, repr=False)
+    shared: _SharedFolds = field(default_factory=_SharedFolds, compare=False, repr=False)
 
     @classmethod
-    def of(cls, ts: TrainingSet) -> _Sample:
+    def of(cls, ts: TrainingSet, shared: _SharedFolds | None = None) -> _Sample:
         frame = ts.frame
         matrix = _encode(frame)
         neutral = tree_frame(ts.target, frame)
         trees = matrix if neutral is frame else _encode(neutral)
-        return cls(frame, matrix, trees, hardware_families(ts))
+        if shared is None:
+            shared = _SharedFolds()
+            shared.use(ts, keep=False)
+        return cls(frame, matrix, trees, hardware_families(ts), shared=shared)
 
 
 def _encode(frame: pd.DataFrame) -> FloatArray | None:
@@ -498,14 +595,23 @@ def _fold(
     """Every method's predictions for one held-out fold."""
     frame = sample.frame
     x_test = frame.iloc[test]
-    key = hashlib.blake2b(np.ascontiguousarray(train).tobytes(), digest_size=16).digest()
+    families = sample.families
+    unseen = ~np.isin(families[test], np.unique(families[train]))
+    # Rows of a hardware family the training rows lack are answered by the fallback, never by the
+    # trees (:func:`_fallback_mode` chooses the constant or the base): a fold holding out only
+    # such rows (every fold of leave-one-family-out) does not fit trees. Their raw prediction is
+    # the base alone; nothing reads the raw prediction of an unseen row.
+    need_trees = not bool(unseen.all())
+    key = _digest(train)
     fitted = sample.fits.get(key)
-    if fitted is None:
-        fitted = _fit_fold(ts, sample, train)
+    if fitted is None or (need_trees and fitted[1] is None):
+        fitted = _fit_fold(ts, sample, train, key, trees=need_trees)
         sample.fits[key] = fitted
     base, trees, ridge, constant = fitted
     base_test = base.predict_frame(x_test)
-    if sample.trees is None or len(train) > RESAMPLE_ROWS:
+    if not need_trees:
+        trees_test = np.zeros(len(test))
+    elif sample.trees is None or len(train) > RESAMPLE_ROWS:
         trees_test = np.asarray(trees.predict(tree_frame(ts.target, x_test)), dtype=np.float64)
     else:
         trees_test = np.asarray(trees.predict(sample.trees[test]), dtype=np.float64)
@@ -516,8 +622,6 @@ def _fold(
     model = base_test + trees_test
     # What the deployed head does (:class:`advisor.ml.model.Fallback`): a kind of device absent
     # from training is answered by the roofline × the constant.
-    families = sample.families
-    unseen = ~np.isin(families[test], np.unique(families[train]))
     raw = model.copy()
     model[unseen] = constant
     return {
@@ -531,24 +635,44 @@ def _fold(
     }
 
 
-def _fit_fold(ts: TrainingSet, sample: _Sample, train: npt.NDArray[np.intp]) -> tuple[Any, Any, Any, float]:
-    """What one fold fits on its training rows: the base, the trees, the ridge and the constant."""
+def _fit_fold(
+    ts: TrainingSet, sample: _Sample, train: npt.NDArray[np.intp], key: bytes, *, trees: bool = True
+) -> tuple[Any, Any, Any, float]:
+    """What one fold fits on its training rows (``key``: their digest): the base, the trees (None
+    unless ``trees``), the ridge and the constant. The ridge's decomposition and the trees' bins
+    come from ``sample.shared`` when another target already computed them for these rows."""
     frame = sample.frame
     x_train, y_train, w_train = frame.iloc[train], ts.y[train], ts.weight[train]
-    trees: Any
-    if sample.trees is None or len(train) > RESAMPLE_ROWS:
-        base, trees = _fit_hybrid(ts.target, x_train, y_train, w_train)
+    fitted_trees: Any = None
+    if not trees:
+        base = fit_base(ts.target, x_train, y_train, w_train)
+    elif sample.trees is None or len(train) > RESAMPLE_ROWS:
+        base, fitted_trees = _fit_hybrid(ts.target, x_train, y_train, w_train)
     else:
         # What _fit_hybrid fits, on the sample's tree matrix (the same trees, without the
         # ColumnTransformer's per-fold encoding and with the faster weighted binning).
         base = fit_base(ts.target, x_train, y_train, w_train)
         residual = y_train - base.predict_frame(x_train)
-        trees = fold_boosting(target=ts.target).fit(sample.trees[train], residual, sample_weight=w_train)
+        shared, neutral = sample.shared, TREE_NEUTRAL.get(ts.target, ())
+        bins = shared.bins.get((key, neutral)) or FoldBins()
+        if shared.keep:
+            shared.bins[(key, neutral)] = bins
+        estimator = fold_boosting(target=ts.target).reusing(bins)
+        fitted_trees = estimator.fit(sample.trees[train], residual, sample_weight=w_train)
+    ridge: Any
     if sample.matrix is None:
         ridge = linear().fit(x_train, y_train, model__sample_weight=w_train)
     else:
-        ridge = linear(encoded=True).fit(sample.matrix[train], y_train, model__sample_weight=w_train)
-    return base, trees, ridge, weighted_median(y_train, w_train)
+        design = sample.shared.designs.get(key)
+        if design is None:
+            design = RidgeDesign(sample.matrix[train], w_train)
+            if sample.shared.keep:
+                sample.shared.designs[key] = design
+        if design.usable:
+            ridge = design.fit(y_train)
+        else:
+            ridge = linear(encoded=True).fit(sample.matrix[train], y_train, model__sample_weight=w_train)
+    return base, fitted_trees, ridge, weighted_median(y_train, w_train)
 
 
 def _fit_hybrid(
@@ -806,6 +930,9 @@ def _fit(
             progress(description, done, total)
 
     heads: dict[str, Head] = {}
+    # Targets whose CV samples coincide share their folds' ridge decompositions and bins.
+    folds_shared = _SharedFolds()
+    sample_digests = [_sample_digest(cv_sets[t]) for t in usable]
     metrics: dict[str, Any] = {"nominal_coverage": NOMINAL_COVERAGE, "targets": {}}
     beats: dict[str, dict[str, bool]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -825,13 +952,16 @@ def _fit(
         calibrations: list[tuple[str, FloatArray, npt.NDArray[np.intp]]] = []
         fallback_mode: str | None = "constant"
         if cv:
-            shared = _Sample.of(sample)
+            digest = sample_digests.pop(0)
+            folds_shared.use(sample, keep=digest in sample_digests)
+            shared = _Sample.of(sample, folds_shared)
             runs = {
                 scheme: run
                 for scheme in schemes_of(target)
                 if (run := _cross_validate(sample, scheme, tick, shared)) is not None
             }
             del shared
+            folds_shared.release()
             fallback_mode = _fallback_mode(sample, runs.values())
             shrink = _shrink_trees(sample, runs, fallback_mode)
             target_metrics["shrink"] = shrink

@@ -105,6 +105,8 @@ def test_fit_weighted_stores_a_plain_estimator_with_the_same_trees(
     plain = gradient_boosting(target=ts.target).fit(frame, ts.y, model__sample_weight=ts.weight)
     fast = fit_weighted(gradient_boosting(target=ts.target), frame, ts.y, ts.weight)
     assert type(fast.named_steps["model"]) is HistGradientBoostingRegressor
+    # Nothing of the subclass's own state goes into an artifact (the same attributes as scikit-learn's).
+    assert set(vars(fast.named_steps["model"])) == set(vars(plain.named_steps["model"]))
     np.testing.assert_array_equal(fast.predict(frame), plain.predict(frame))
 
 
@@ -124,8 +126,11 @@ def test_a_fold_on_the_encoded_sample_predicts_what_the_pipelines_predict(
         fast, slow = train._fold(ts, sample, fold_train, fold_test), train._fold(ts, per_fold, fold_train, fold_test)
         assert fast.keys() == slow.keys()
         for method, values in slow.items():
-            # The trees are the same trees; the ridge sees the same numbers, in another container.
-            np.testing.assert_allclose(fast[method], values, rtol=0, atol=1e-12, err_msg=method)
+            # The trees are the same trees. The ridge is advisor.ml.pipeline.RidgeDesign's
+            # arithmetic on the same numbers: equal to rounding, which the near-collinear one-hot
+            # columns amplify to ~5e-9 in log space on these rows (reported MdAPEs have 4 digits).
+            atol = 1e-7 if method == "linear" else 1e-12
+            np.testing.assert_allclose(fast[method], values, rtol=0, atol=atol, err_msg=method)
 
 
 def test_a_categorical_with_more_labels_than_bins_is_encoded_per_fold() -> None:
