@@ -30,6 +30,7 @@ __all__ = [
     "capabilities",
     "capability",
     "gain_cap",
+    "reported_memory_gib",
     "support",
     "support_source",
     "weight_quant_choice",
@@ -127,6 +128,28 @@ def capability(hardware_id: str | None) -> Capability | None:
     return capabilities().get(hardware_id) if hardware_id else None
 
 
+#: Total memory the driver reports (NVML, the ``nvidia-smi`` "Total" MiB), where it is less than the
+#: nominal figure: GDDR cards with ECC on (the data-centre default) give up a share to it. What a
+#: runtime reads when it sizes by VRAM: Ollama sums ``gpu.TotalMemory`` for its ``num_ctx`` tiers,
+#: which ggml's CUDA backend takes from NVML (ggml_nvml_get_device_memory) or cudaMemGetInfo
+#: (ollama v0.15.5 server/routes.go, ml/backend/ggml/ggml/src/ggml-cuda/ggml-cuda.cu). Each value
+#: with the run that shows it (search, issues corpus, 2026-12-02).
+REPORTED_MEMORY_MIB: dict[str, tuple[int, str]] = {
+    "nvidia-a10g": (23028, "https://github.com/NVIDIA/DCGM/issues/232 (nvidia-smi: NVIDIA A10G ... / 23028MiB)"),
+    "nvidia-a10": (23028, "https://github.com/mayooot/detect-gpu/issues/3 (NVML Total 24146608128 B on NVIDIA A10)"),
+    "nvidia-l4": (23034, "https://github.com/modal-labs/modal-client/pull/2797 (nvidia-smi totals: L4 23034MiB)"),
+    "nvidia-l40s": (46068, "https://github.com/modal-labs/modal-client/pull/2797 (nvidia-smi totals: L40S 46068MiB)"),
+    "nvidia-t4": (15360, "https://github.com/modal-labs/modal-client/pull/2797 (nvidia-smi totals: T4 15360MiB)"),
+}
+
+
+def reported_memory_gib(hardware_id: str | None) -> float | None:
+    """The GiB the driver reports for ``hardware_id`` (:data:`REPORTED_MEMORY_MIB`); None when the
+    table has no figure (the caller then uses the catalog's nominal memory)."""
+    row = REPORTED_MEMORY_MIB.get(hardware_id or "")
+    return row[0] / 1024 if row is not None else None
+
+
 @functools.cache
 def _matrix() -> dict[str, dict[str, dict[str, Any]]]:
     text = resources.files("advisor.catalog").joinpath("data", "quant_support.toml").read_text(encoding="utf-8")
@@ -161,14 +184,23 @@ def support_source(runtime: str | None, method: str) -> str | None:
 
 #: Candidate methods per runtime and target bits, in order of preference: (method, what-if key, bits).
 _LADDER: dict[str, dict[int, tuple[tuple[str, str, float], ...]]] = {
-    "vllm": {8: (("fp8", "fp8", 8.0),), 4: (("awq", "awq", 4.0), ("gptq", "awq", 4.0))},
+    "vllm": {8: (("fp8", "fp8", 8.0),), 4: (("nvfp4", "nvfp4", 4.5), ("awq", "awq", 4.0), ("gptq", "awq", 4.0))},
     "sglang": {8: (("fp8", "fp8", 8.0),), 4: (("awq", "awq", 4.0),)},
     "tgi": {8: (("fp8", "fp8", 8.0),), 4: (("awq", "awq", 4.0),)},
-    "trtllm": {8: (("fp8", "fp8", 8.0), ("int8_weight_only", "int8", 8.0)), 4: (("int4_awq", "awq", 4.0),)},
+    "trtllm": {
+        8: (("fp8", "fp8", 8.0), ("int8_weight_only", "int8", 8.0)),
+        4: (("nvfp4", "nvfp4", 4.5), ("int4_awq", "awq", 4.0)),
+    },
     "llamacpp": {8: (("gguf", "q8_0", 8.5),), 4: (("gguf", "q4_k_m", 4.89),)},
     "ollama": {8: (("gguf", "q8_0", 8.5),), 4: (("gguf", "q4_k_m", 4.89),)},
     "mlx": {8: (("mlx", "mlx8", 8.5),), 4: (("mlx", "mlx4", 4.5),)},
 }
+
+
+#: Methods proposed only where they run natively (``w8a8``: FP4 tensor cores, Blackwell). Elsewhere
+#: vLLM runs NVFP4 weight-only through FP4 Marlin, the W4A16 path AWQ already takes with far more
+#: checkpoints, so the ladder moves on to AWQ.
+_NATIVE_ONLY = frozenset({"nvfp4"})
 
 
 @functools.cache  # pure over the two data files (themselves cached); QuantChoice is frozen
@@ -183,7 +215,7 @@ def weight_quant_choice(runtime: str | None, generation: str | None, target_bits
     for rung in rungs:
         for method, key, bits in ladder[rung]:
             how = support(runtime, method, generation)
-            if how is None or how == "none":
+            if how is None or how == "none" or (method in _NATIVE_ONLY and how != "w8a8"):
                 continue
             entry = _entry(runtime, method) or {}
             gain = entry.get("max_gain")

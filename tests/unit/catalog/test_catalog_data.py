@@ -17,11 +17,12 @@ def catalog() -> Catalog:
 
 
 def test_row_counts(catalog: Catalog) -> None:
-    # 63 reference rows + 3 hand-added (hardware_added.csv: Strix Halo, and the two CPUs the
-    # published runs name); 54 models + 2 (models_added.csv: Llama 3 8B/70B); 16 formats.
-    assert len(catalog.list_hardware()) == 66
-    assert len(catalog.list_models()) == 56
-    assert len(catalog.list_quantizations()) == 16
+    # 63 reference rows + 5 hand-added (hardware_added.csv: Strix Halo, the two CPUs the published
+    # runs name, the RTX PRO 6000 Blackwell Workstation and Server editions); 54 models + 4
+    # (models_added.csv: Llama 3 8B/70B, Qwen2-7B, Nemotron-3-Nano-30B-A3B); 16 formats + MLX 4/8-bit.
+    assert len(catalog.list_hardware()) == 68
+    assert len(catalog.list_models()) == 58
+    assert len(catalog.list_quantizations()) == 18
 
 
 def test_kv_bytes_match_the_csv_column(catalog: Catalog) -> None:
@@ -115,3 +116,11 @@ def test_readme_copy_carries_provenance() -> None:
     text = resources.files("advisor.catalog").joinpath("data", "README.md").read_text()
     assert text.lstrip().startswith("<!--\nPROVENANCE")
     assert "/work/shared/data/" in text
+
+
+def test_mlx_checkpoint_names_resolve(catalog: Catalog) -> None:
+    """mlx-community's "-4bit"/"-8bit" and mlx_lm.convert -q's group-64 formats (issue 13)."""
+    four, eight = catalog.resolve_quantization("4bit"), catalog.resolve_quantization("8bit")
+    assert (four.id, four.bits_per_weight) == ("mlx-q4-g64", 4.5)
+    assert (eight.id, eight.bits_per_weight) == ("mlx-q8-g64", 8.5)
+    assert catalog.resolve_quantization("int4").id == "awq-int4-g128"  # a bare int4 stays AWQ/GPTQ
