@@ -40,6 +40,7 @@ __all__ = [
     "expert_dispatch_seconds",
     "interconnect_of",
     "parse_interconnect",
+    "smallest_fitting_tp",
     "tp_communication_seconds",
     "tp_efficiency",
 ]
@@ -242,3 +243,39 @@ def expert_dispatch_seconds(
     moved = max(tokens, 1.0) * model.num_experts_per_tok * hidden * ACTIVATION_BYTES * (ep - 1) / ep
     transfer = moved / (link.bandwidth_gb_s * 1e9) if math.isfinite(link.bandwidth_gb_s) else 0.0
     return layers * 2.0 * (link.latency_us * 1e-6 + transfer)
+
+
+def smallest_fitting_tp(
+    hardware: HardwareSpec,
+    model: ModelSpec,
+    quant: QuantSpec,
+    *,
+    gpu_count: int,
+    gpu_memory_utilization: float = 0.9,
+    reserve_bytes_per_device: float = 2.0 * 1024**3,
+) -> int | None:
+    """The smallest tensor-parallel degree of ``gpu_count`` devices that holds the weights: the
+    first of 1, 2, 4, … dividing ``gpu_count`` and, when known, the attention heads (vLLM's
+    ``verify_with_parallel_config``: "Total number of attention heads … must be divisible by tensor
+    parallel size") with ``memory × utilization − weights − reserve × tp > 0`` over the group, the
+    KV pool's own test (:func:`advisor.physics.roofline.kv_pool_bytes`, whose defaults these are).
+    None when the device memory is unknown or not even all ``gpu_count`` devices hold the model.
+
+    For a run that states its GPUs but not how they split the model: a 405B FP8 model on 141 GB
+    H200s needs 4 of them, so its per-stream ceiling is a 4-GPU group's, not one GPU's.
+    """
+    if not hardware.memory_gb or gpu_count < 1:
+        return None
+    weights = model.params_b * 1e9 * quant.bits_per_weight / 8.0
+    device = hardware.memory_gb * 1024**3  # GiB, as the engines count it (roofline.GIB)
+    tp = 1
+    while tp <= gpu_count:
+        heads_ok = not model.num_attention_heads or model.num_attention_heads % tp == 0
+        if (
+            gpu_count % tp == 0
+            and heads_ok
+            and device * tp * gpu_memory_utilization - weights - reserve_bytes_per_device * tp > 0
+        ):
+            return tp
+        tp *= 2
+    return None

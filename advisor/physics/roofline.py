@@ -676,3 +676,8 @@ def _analyse(
 
 
 _analyse_cached = functools.lru_cache(maxsize=4096)(_analyse)
+
+
+def clear_cache() -> None:
+    """Forget the memoised rooflines of :func:`analyse` (tests compare cold and warm analyses)."""
+    _analyse_cached.cache_clear()

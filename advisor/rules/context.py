@@ -8,6 +8,7 @@ roofline, asks the expectations function for bands, and summarises comparable ea
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import statistics
@@ -20,9 +21,11 @@ from advisor.canonical import SLO, CanonicalRun, Percentiles
 from advisor.catalog.lookup import KV_CACHE_DTYPE_ALIASES, ResolvedSetup
 from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
-from advisor.rules.knobs import EngineConfig, engine_config, normalise_key
+from advisor.rules.base import fast_frozen_init
+from advisor.rules.knobs import EngineConfig, clear_engine_configs, engine_config, normalise_key
 
 if TYPE_CHECKING:
+    from advisor.canonical import Setup
     from advisor.catalog import Catalog
     from advisor.ml.expectations import Expectations
 
@@ -47,7 +50,9 @@ __all__ = [
     "baseline_point",
     "build_baseline",
     "build_context",
+    "clear_caches",
     "comparable",
+    "expectations_of",
     "is_microbenchmark",
     "kv_pool_runtime",
     "measure",
@@ -141,6 +146,7 @@ class MissingField:
         return {"field": self.field, "reason": self.reason, "blocks": self.blocks, "how": self.how}
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class MetricBaseline:
     """One metric over the baseline runs: median and a robust spread (1.4826 × MAD ≈ σ)."""
@@ -343,7 +349,7 @@ def _setup_key(run: CanonicalRun) -> tuple[Any, ...]:
 
     # runtime_version is deliberately *not* part of the key: an engine upgrade that slows the
     # same deployment down is exactly the regression a baseline must catch.
-    return (
+    key = (
         (run.deployment or "").lower(),
         s.runtime,
         norm(s.hardware),
@@ -353,6 +359,15 @@ def _setup_key(run: CanonicalRun) -> tuple[Any, ...]:
         s.gpu_count or 1,
         normalise_kv_dtype(s.kv_cache_dtype),
     )
+    # One tuple per distinct key: build_baseline compares the current run's key with each earlier
+    # point's, and equal keys made of the same objects compare by identity, not character by
+    # character. Bounded (a key per deployment and setup).
+    if len(_SETUP_KEYS) >= 4096:
+        _SETUP_KEYS.clear()
+    return _SETUP_KEYS.setdefault(key, key)
+
+
+_SETUP_KEYS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
 #: Relative difference in prompt and output length, concurrency and request rate within which two
@@ -438,6 +453,10 @@ def baseline_point(run: CanonicalRun) -> BaselinePoint:
     return BaselinePoint(run.measured_at, _setup_key(run), _workload(run), values)
 
 
+def _measured_at(point: BaselinePoint) -> datetime:
+    return point.measured_at  # type: ignore[return-value]  # only dated points are sorted
+
+
 def build_baseline(
     runs: Iterable[CanonicalRun | BaselinePoint],
     *,
@@ -454,18 +473,22 @@ def build_baseline(
         # comparable(baseline_key(current), p) and measured before, in one pass over the runs
         # (every submission runs this over its cell's points: the key is computed once).
         key, workload, at = _setup_key(current), _workload(current), current.measured_at
+        # A point of the very same traffic (the usual case: a cell repeats one workload) passes
+        # _same_traffic; one tuple comparison in C says so first. Only while the current workload
+        # has no NaN, which _same_traffic never matches but a tuple compares equal to itself.
+        exact = not any(v is not None and math.isnan(v) for v in workload)
         for r in runs:
             if r is current:
                 continue
             p = r if isinstance(r, BaselinePoint) else baseline_point(r)
             if (
                 p.setup_key == key
-                and _same_traffic(workload, p.workload, BASELINE_TOLERANCE)
+                and ((exact and p.workload == workload) or _same_traffic(workload, p.workload, BASELINE_TOLERANCE))
                 and (at is None or p.measured_at is None or p.measured_at < at)
             ):
                 pool.append(p)
     # Most recent first; runs without a timestamp keep their given order, after dated ones.
-    dated = sorted((p for p in pool if p.measured_at is not None), key=lambda p: p.measured_at, reverse=True)  # type: ignore[arg-type, return-value]
+    dated = sorted((p for p in pool if p.measured_at is not None), key=_measured_at, reverse=True)
     undated = [p for p in pool if p.measured_at is None]
     chosen = (dated + undated)[:max_runs]
     if len(chosen) < min_runs:
@@ -585,6 +608,9 @@ def build_context(
             )
         )
 
+    tensor_parallel = setup.tensor_parallel or 1
+    if setup.tensor_parallel is None and (setup.gpu_count or 1) > 1 and hardware and model and quant:
+        tensor_parallel = _inferred_tp(setup, hardware, model, quant, engine, missing, notes)
     roofline: Roofline | None = None
     if hardware is not None and model is not None and quant is not None:
         try:
@@ -596,7 +622,7 @@ def build_context(
                 output_tokens=round(measured.output_tokens) if measured.output_tokens else None,
                 kv_depth_tokens=round(run.workload.kv_depth_tokens or 0),
                 concurrency=_concurrency_for_physics(measured, engine),
-                tensor_parallel=setup.tensor_parallel or 1,
+                tensor_parallel=tensor_parallel,
                 kv_cache_dtype=_kv_dtype(catalog, engine.kv_cache_dtype.value),
                 gpu_memory_utilization=_memory_fraction(engine, kv_pool_runtime(setup.runtime, engine)),
                 runtime=kv_pool_runtime(setup.runtime, engine),
@@ -642,6 +668,46 @@ def build_context(
     # frozen context with dataclasses.replace (the context is not yet shared with anyone).
     object.__setattr__(ctx, "ttft", ttft_breakdown(ctx))
     return ctx
+
+
+def _inferred_tp(
+    setup: Setup,
+    hardware: HardwareSpec,
+    model: ModelSpec,
+    quant: QuantSpec,
+    engine: EngineConfig,
+    missing: list[MissingField],
+    notes: list[str],
+) -> int:
+    """A run that states ``gpu_count`` but no ``tensor_parallel``: the smallest TP whose group holds
+    the weights (:func:`advisor.physics.parallel.smallest_fitting_tp`), so a model too large for
+    one GPU is not judged against a one-GPU ceiling; said in a note, and asked for (MEAS004), since
+    it is a guess. 1 when one GPU holds the model or the memory is unknown."""
+    from advisor.physics import RUNTIME_RESERVE_BYTES_PER_DEVICE
+    from advisor.physics.parallel import smallest_fitting_tp
+
+    runtime = kv_pool_runtime(setup.runtime, engine)
+    needed = smallest_fitting_tp(
+        hardware,
+        model,
+        quant,
+        gpu_count=setup.gpu_count or 1,
+        gpu_memory_utilization=_memory_fraction(engine, runtime),
+        reserve_bytes_per_device=RUNTIME_RESERVE_BYTES_PER_DEVICE.get(runtime or "vllm", 2.0 * 1024**3),
+    )
+    if needed is None or needed <= 1:
+        return 1
+    text = f"tensor parallelism inferred: the model needs {needed} GPUs"
+    notes.append(f"{text} of the {setup.gpu_count} stated (no tensor_parallel given); the ceilings assume TP {needed}")
+    missing.append(
+        MissingField(
+            "setup.tensor_parallel",
+            text,
+            f"the exact per-stream ceilings (computed at the inferred TP {needed})",
+            "set setup.tensor_parallel: ?tensor_parallel=<n>, or `advisor submit --tensor-parallel <n>`",
+        )
+    )
+    return needed
 
 
 #: Measured bits per weight more than this fraction away from the declared format's are what ran
@@ -729,6 +795,58 @@ def _memory_fraction(engine: EngineConfig, runtime: str | None = None) -> float:
     return min(max(value, 0.05), 1.0)
 
 
+#: Expectations remembered per (function, roofline, runtime, specs). A fleet's runs repeat a few
+#: setups and workload shapes, and every run asks for its own expectations and those of its what-ifs
+#: (the prior costs ≈ 50 µs a call, a fitted model far more). Bounded: a stream of one-off setups
+#: cannot grow the process.
+EXPECTATIONS_CACHE_SIZE = 4096
+_EXPECTATIONS: dict[tuple[Any, ...], tuple[tuple[object, ...], Expectations]] = {}
+
+
+def expectations_of(
+    fn: ExpectationsFn,
+    roofline: Roofline,
+    *,
+    runtime: str,
+    hardware: HardwareSpec,
+    model: ModelSpec | None,
+    quant: QuantSpec | None,
+) -> Expectations:
+    """``fn(roofline, runtime=..., hardware_kind=hardware.kind, hardware=..., model=..., quant=...)``,
+    memoised by the identity of its inputs (:data:`EXPECTATIONS_CACHE_SIZE`).
+
+    Identity, not equality: the inputs are frozen, the rooflines come from the physics' own cache
+    and the specs from the catalog's, so the same setup brings the same objects, and an identity
+    key costs a fraction of hashing a 33-field roofline. Each entry holds its inputs, so no other
+    object can take their ids while it lives. The answer is frozen (:class:`Expectations`), so
+    runs may share it; an expectation function is a pure function of its inputs (the prior; a
+    fitted model is one object per version). A call that raises is not remembered.
+    """
+    key = (id(fn), id(roofline), runtime, id(hardware), id(model), id(quant))
+    found = _EXPECTATIONS.get(key)
+    if found is not None:
+        return found[1]
+    exp = fn(roofline, runtime=runtime, hardware_kind=hardware.kind, hardware=hardware, model=model, quant=quant)
+    if len(_EXPECTATIONS) >= EXPECTATIONS_CACHE_SIZE:
+        # The oldest goes; another thread evicting at the same time is harmless.
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del _EXPECTATIONS[next(iter(_EXPECTATIONS))]
+    _EXPECTATIONS[key] = ((fn, roofline, hardware, model, quant), exp)
+    return exp
+
+
+def clear_caches() -> None:
+    """Forget what the analysis remembers per setup (engine configs, expectations, rooflines):
+    tests compare cold and warm analyses."""
+    from advisor.physics.roofline import clear_cache as clear_rooflines
+    from advisor.rules.whatif import clear_cache as clear_what_ifs  # whatif imports this module
+
+    _EXPECTATIONS.clear()
+    clear_engine_configs()
+    clear_rooflines()
+    clear_what_ifs()
+
+
 def _expect(
     fn: ExpectationsFn | None,
     roofline: Roofline,
@@ -742,14 +860,7 @@ def _expect(
     try:
         # The specs feed the fitted model's features (vendor, bits, quantization family,
         # attention, MoE); the prior ignores them.
-        return fn(
-            roofline,
-            runtime=runtime or "other",
-            hardware_kind=hardware.kind,
-            hardware=hardware,
-            model=model,
-            quant=quant,
-        )
+        return expectations_of(fn, roofline, runtime=runtime or "other", hardware=hardware, model=model, quant=quant)
     except (ValueError, KeyError, LookupError, TypeError, ArithmeticError):
         # Expectations refine findings; a model that cannot answer for an odd setup must not
         # take the physics-based findings down with it.
@@ -758,13 +869,16 @@ def _expect(
 
 #: Tools whose runs are engine tests (fixed synthetic batches timed inside the engine), not user
 #: traffic: prompt, prefix and queueing advice does not apply to them.
-_MICROBENCHMARK_TOOLS = ("llama-bench", "llama-batched-bench", "bench latency", "bench throughput")
-_MICROBENCHMARK_FORMATS = ("llama_bench",)
+_MICROBENCHMARK_TOOLS = (
+    "llama-bench", "llama-batched-bench", "llama-sweep-bench", "llama-benchy", "bench latency", "bench throughput",
+)  # fmt: skip
+_MICROBENCHMARK_FORMATS = ("llama_bench", "llama_sweep_bench", "llama_benchy")
 
 
 def is_microbenchmark(run: CanonicalRun) -> bool:
-    """llama-bench, llama-batched-bench, vLLM ``bench latency`` / ``bench throughput`` (and the
-    legacy ``benchmark_latency.py`` / ``benchmark_throughput.py``)."""
+    """llama-bench, llama-batched-bench, ik_llama.cpp llama-sweep-bench, llama-benchy (fixed-shape
+    pp/tg tests), vLLM ``bench latency`` / ``bench throughput`` (and the legacy
+    ``benchmark_latency.py`` / ``benchmark_throughput.py``)."""
     source = run.source
     return _microbenchmark_source(source.format, source.tool)
 
@@ -779,6 +893,7 @@ def _microbenchmark_source(source_format: str | None, tool: str | None) -> bool:
     return any(name in text for name in _MICROBENCHMARK_TOOLS)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class TtftPart:
     """One part of the time to first token: milliseconds, where the number comes from, and how

@@ -90,6 +90,8 @@ def slo_cap(ctx: RunContext, common: RuleConfig, *objectives: str) -> Severity |
     the worst ratio's grade, but at least ``low``: an SLO met comfortably leaves a finding as a
     low-severity note, a breached one lets it through.
     """
+    if ctx.slo is None:  # most runs: no objective, so no ratio (slo_ratio says None for each)
+        return None
     ratios = [r for o in objectives if (r := slo_ratio(ctx, o)) is not None]
     if not ratios:
         return None

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from advisor.rules.base import ACTIONS, FIX_KEYS, Evidence, Finding, Gain, Rule, Status
+from advisor.rules.base import ACTIONS, FIX_KEYS, Evidence, Finding, Gain, Rule, Status, fast_frozen_init
 from advisor.rules.context import MissingField, RunContext
 from advisor.rules.damping import SLO_METRICS, gain_cap
 from advisor.rules.registry import docs_url, get_rules
@@ -50,6 +50,7 @@ _UNKNOWN_GAIN_SIZE = 0.5
 CONTEXT_SEVERITY_CAP = Severity.MODERATE
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Recommendation:
     """A ranked finding in the public shape of DESIGN §4."""
@@ -97,6 +98,7 @@ class Recommendation:
         return out
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Suppressed:
     """A finding that was evaluated but not recommended, and why."""

@@ -7,13 +7,14 @@ runtime-agnostic advice. Rules combine and extend them; the engine puts the run'
 from __future__ import annotations
 
 from advisor.catalog.capabilities import QuantChoice, weight_quant_choice
-from advisor.rules.runtimes import flag
+from advisor.rules.runtimes import flag, table
 
 __all__ = [
     "EXTRA_OPTIONS",
     "batched_tokens",
     "chunked_prefill_on",
     "kv_cache_quant",
+    "llamacpp_draft_max",
     "max_seqs",
     "memory_fraction",
     "merge",
@@ -99,15 +100,48 @@ FP8_KV_CAVEAT = (
 )
 
 
+#: SGLang's own warning (docs.sglang.io advanced_features/quantized_kv_cache): a backend that does not
+#: fuse the dequantization into attention can be very slow.
+_SGLANG_KV_CAVEAT = (
+    "Check that the attention backend runs a quantized cache fused (SGLang warns that unfused "
+    "dequantization can be very slow); fp8_e5m2 needs no scales."
+)
+#: vLLM on ROCm: RocmAttentionBackend.supported_kv_cache_dtypes has fp8, fp8_e4m3, fp8_e5m2
+#: (vllm/v1/attention/backends/rocm_attn.py); the scales default to 1.0 (docs quantized_kvcache).
+_VLLM_ROCM_KV_CAVEAT = (
+    "vLLM's ROCm attention backend takes an FP8 cache; calibrate the KV scales (the default scale of "
+    "1.0 can cost accuracy)."
+)
+
+
 def kv_cache_quant(generation: str | None = None) -> dict[str, str]:
-    """Store the KV cache in 8 bits; FP8 advice carries its backend and scale caveats unless the
-    device is Hopper or Blackwell (where the default backends run an FP8 cache)."""
-    caveat = "" if generation in ("hopper", "blackwell") else f" {FP8_KV_CAVEAT}"
+    """Store the KV cache in 8 bits, each runtime's text with its own caveats: vLLM's backend and
+    scale caveats off Hopper/Blackwell (FlashInfer or Triton on NVIDIA, its ROCm backend on AMD),
+    SGLang's fused-backend warning, TGI's CUDA-only FP8 cache, TensorRT-LLM's FP8 generations."""
+    native = generation in ("hopper", "blackwell")
+    amd = (generation or "").startswith(("cdna", "rdna"))
+    gen = _GENERATION_LABEL.get(generation or "", generation or "this GPU")
+    vllm_caveat = "" if native else f" {_VLLM_ROCM_KV_CAVEAT if amd else FP8_KV_CAVEAT}"
+    sglang_caveat = "" if native else f" {_SGLANG_KV_CAVEAT}"
+    # launcher/src/main.rs (v3.3.7): "the only supported value are `fp8_e4m3fn` and `fp8_e5m2` on CUDA".
+    tgi = (
+        f"TGI's FP8 KV cache ({flag('tgi', '--kv-cache-dtype')} fp8_e5m2) runs on CUDA only; on {gen} keep the "
+        "16-bit cache."
+        if amd
+        else f"{flag('tgi', '--kv-cache-dtype')} fp8_e5m2 (CUDA; e5m2's range needs no calibrated scales)."
+    )
+    # TensorRT-LLM's precision matrix (quant_support.toml trtllm.fp8): FP8 on Ada, Hopper, Blackwell.
+    trtllm = (
+        f"kv_cache_config: {{dtype: fp8}} {EXTRA_OPTIONS} (FP8 runs on Ada, Hopper and Blackwell; calibrate the "
+        "KV scales when quantizing with ModelOpt)."
+        if generation in ("ada", "hopper", "blackwell") or generation is None
+        else f"TensorRT-LLM's FP8 KV cache needs Ada, Hopper or Blackwell; on {gen} keep the 16-bit cache."
+    )
     return {
-        "vllm": f"{flag('vllm', '--kv-cache-dtype')} fp8.{caveat}",
-        "sglang": f"{flag('sglang', '--kv-cache-dtype')} fp8_e5m2.{caveat}",
-        "tgi": f"{flag('tgi', '--kv-cache-dtype')} fp8_e5m2.{caveat}",
-        "trtllm": f"kv_cache_config: {{dtype: fp8}} {EXTRA_OPTIONS}.{caveat}",
+        "vllm": f"{flag('vllm', '--kv-cache-dtype')} fp8.{vllm_caveat}",
+        "sglang": f"{flag('sglang', '--kv-cache-dtype')} fp8_e5m2.{sglang_caveat}",
+        "tgi": tgi,
+        "trtllm": trtllm,
         "ollama": (
             f"{flag('ollama', 'OLLAMA_KV_CACHE_TYPE')}=q8_0 with {flag('ollama', 'OLLAMA_FLASH_ATTENTION')}=1 "
             "(KV quantization needs flash attention)."
@@ -137,24 +171,54 @@ def memory_fraction(target: float) -> dict[str, str]:
     }
 
 
-def max_seqs(n: int) -> dict[str, str]:
-    """Set the number of sequences decoded together to ``n``."""
+def _llamacpp_has(name: str, build: str | None) -> bool | None:
+    """Whether llama.cpp ``build`` has flag ``name`` (runtimes.toml); None when the build is unknown
+    or the row is bounded by a pull request alone (no build number to compare with)."""
+    rows = [f for f in table()["llamacpp"].flags if f.flag == name]
+    if not rows:
+        return False
+    span = rows[0].span
+    holds = rows[0].holds(build)
+    if holds is False:
+        return False
+    if (span.since_pr and not span.since) or (span.until_pr and not span.until):
+        return None
+    return holds
+
+
+def _llamacpp_slots(n: int, build: str | None) -> str:
+    """``-np n``, with ``--kv-unified`` where the build has it (b5913 and later, runtimes.toml)."""
+    np_ = flag("llamacpp", "-np")
+    if _llamacpp_has("--kv-unified", build) is False:
+        # Before --kv-unified every slot gets -c / -np (src/llama-context.cpp n_ctx_seq).
+        return f"{np_} {n} and raise -c to {n} × the context one request needs (-c is divided among the {n} slots)."
+    return (
+        f"{np_} {n} {flag('llamacpp', '--kv-unified')} (the slots then share one -c; an explicit -np without "
+        "--kv-unified divides -c among them, so raise -c with it)."
+    )
+
+
+def max_seqs(n: int, build: str | None = None) -> dict[str, str]:
+    """Set the number of sequences decoded together to ``n``; ``build`` is the run's runtime
+    version, which decides llama.cpp's text (``--kv-unified`` only exists from b5913)."""
     return {
         "vllm": f"--max-num-seqs {n}",
         "sglang": f"--max-running-requests {n}",
         # On CUDA TGI's unpadded models ignore --max-batch-size (launcher docs): the batch is
-        # bounded by tokens and by concurrent requests.
+        # bounded by tokens and by concurrent requests. The token bound is inferred at warm-up from
+        # the free memory: a flash-attention model ignores --max-batch-total-tokens (checked: TGI
+        # router/src/main.rs v1.0.0-v2.0.x, backends/v3/src/lib.rs v2.4.0-v3.3.7: "Warn if user added
+        # his own max-batch-total-tokens as we will ignore it").
         "tgi": (
-            f"{flag('tgi', '--max-concurrent-requests')} {n} and size "
-            f"{flag('tgi', '--max-batch-total-tokens')} for {n} sequences of your context "
-            f"({flag('tgi', '--max-batch-size')} only applies to targets without unpadded batching)."
+            f"{flag('tgi', '--max-concurrent-requests')} {n}; TGI sizes the batch's token budget itself from the "
+            f"memory left after warm-up (flash-attention models ignore {flag('tgi', '--max-batch-total-tokens')}), so "
+            f"{n} sequences need their KV to fit it: shorten {flag('tgi', '--max-total-tokens')} or raise "
+            f"{flag('tgi', '--cuda-memory-fraction')} if they do not ({flag('tgi', '--max-batch-size')} only applies "
+            "to targets without unpadded batching)."
         ),
         "trtllm": f"--max_batch_size {n}",
         "ollama": f"OLLAMA_NUM_PARALLEL={n} (memory grows with OLLAMA_NUM_PARALLEL × num_ctx).",
-        "llamacpp": (
-            f"-np {n} --kv-unified (the slots then share one -c; an explicit -np without "
-            "--kv-unified divides -c among them, so raise -c with it)."
-        ),
+        "llamacpp": _llamacpp_slots(n, build),
         "other": f"Allow {n} sequences to be decoded together.",
     }
 
@@ -177,6 +241,12 @@ def _quant_text(runtime: str, choice: QuantChoice, generation: str | None) -> st
         if choice.how == "weight-only":
             text += f" On {gen} vLLM runs it weight-only (W8A16, FP8 Marlin): decode speeds up, prefill does not."
         return text
+    if runtime == "vllm" and m == "nvfp4":
+        # modelopt.py: ModelOptNvFp4Config (quantization "modelopt_fp4", read from the checkpoint's config).
+        return (
+            "Serve an NVFP4 checkpoint (…-FP4 / …-NVFP4 made with NVIDIA ModelOpt; vLLM reads modelopt_fp4 from "
+            f"its config): {gen} runs it W4A4 on its FP4 tensor cores. Check quality on your evals first."
+        )
     if runtime in ("vllm", "sglang") and m in ("awq", "gptq"):
         marlin = "" if generation == "turing" else " (vLLM picks the Marlin kernels; --quantization awq_marlin)"
         if runtime == "sglang":
@@ -185,10 +255,17 @@ def _quant_text(runtime: str, choice: QuantChoice, generation: str | None) -> st
             return f"Serve a 4-bit AWQ/GPTQ checkpoint ({flag('sglang', '--quantization')} {method})."
         text = f"Serve a 4-bit AWQ or GPTQ checkpoint{marlin}."
         return text.replace("--quantization", flag("vllm", "--quantization"))
+    # TGI (layers/fp8.py, v2.2+) and SGLang (fp8_utils.can_auto_enable_marlin_fp8) run fp8
+    # checkpoints below their W8A8 generations as W8A16 through FP8 Marlin (quant_support.toml).
+    weight_only = (
+        f" On {gen} it runs weight-only (W8A16, FP8 Marlin): decode speeds up, prefill does not."
+        if choice.how == "weight-only"
+        else ""
+    )
     if runtime == "sglang" and m == "fp8":
-        return f"{flag('sglang', '--quantization')} fp8 (or serve an FP8 checkpoint)."
+        return f"{flag('sglang', '--quantization')} fp8 (or serve an FP8 checkpoint).{weight_only}"
     if runtime == "tgi" and m == "fp8":
-        return f"{flag('tgi', '--quantize')} fp8"
+        return f"{flag('tgi', '--quantize')} fp8.{weight_only}"
     if runtime == "tgi":
         suffix = (
             ""
@@ -197,8 +274,13 @@ def _quant_text(runtime: str, choice: QuantChoice, generation: str | None) -> st
         )
         return f"{flag('tgi', '--quantize')} awq with an AWQ checkpoint (or {flag('tgi', '--quantize')} gptq){suffix}."
     if runtime == "trtllm":
-        qformat = {"fp8": "fp8", "int8_weight_only": "int8_wo", "int4_awq": "int4_awq"}.get(m, m)
-        what = {"fp8": "FP8", "int8_weight_only": "INT8 weight-only (W8A16)", "int4_awq": "INT4 AWQ (W4A16)"}.get(m, m)
+        qformat = {"fp8": "fp8", "int8_weight_only": "int8_wo", "int4_awq": "int4_awq", "nvfp4": "nvfp4"}.get(m, m)
+        what = {
+            "fp8": "FP8",
+            "int8_weight_only": "INT8 weight-only (W8A16)",
+            "int4_awq": "INT4 AWQ (W4A16)",
+            "nvfp4": f"NVFP4 (W4A4 on {gen}'s FP4 tensor cores)",
+        }.get(m, m)
         note = (
             f" (TensorRT-LLM's FP8 needs Ada, Hopper or Blackwell; {gen} runs weight-only INT8/INT4)"
             if m != "fp8" and choice.bits >= 7
@@ -254,6 +336,19 @@ def _unknown_generation_choice(runtime: str, target_bits: float) -> QuantChoice 
         if choice is not None:
             return choice
     return None
+
+
+def llamacpp_draft_max(build: str | None) -> str:
+    """llama.cpp's draft-length flag for ``build``. ``--draft-max`` became ``--spec-draft-n-max`` with
+    ggml-org/llama.cpp#22397 (2026-04), whose first build number is not known (runtimes.toml bounds
+    both rows by the pull request only): a build the table places on one side gets its own spelling,
+    any other both, with the condition."""
+    old, new = flag("llamacpp", "--draft-max"), flag("llamacpp", "--spec-draft-n-max")
+    if _llamacpp_has(new, build) is True:
+        return new
+    if _llamacpp_has(old, build) is True and _llamacpp_has(new, build) is False:
+        return old
+    return f"{old} (builds before ggml-org/llama.cpp#22397; {new} in builds after it)"
 
 
 def speculative_decoding() -> dict[str, str]:

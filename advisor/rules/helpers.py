@@ -7,7 +7,9 @@ import functools
 import math
 from typing import NamedTuple
 
-from advisor.physics import HardwareSpec, Roofline, prefill_flops
+from advisor.ml.prior import PREFILL_ATTENTION_SLOWDOWN
+from advisor.physics import HardwareSpec, ModelSpec, Roofline
+from advisor.physics.roofline import prefill_attention_flops, prefill_matmul_flops, prefill_seconds_split
 from advisor.rules import runtimes
 from advisor.rules.base import EvidenceSource
 from advisor.rules.config import RuleConfig
@@ -232,14 +234,30 @@ def decode_at_ceiling(ctx: RunContext, max_efficiency: float) -> DecodeAtCeiling
 def prefill_work_ratio(
     ctx: RunContext, new_tokens: float, new_depth: float, old_tokens: float, old_depth: float
 ) -> float:
-    """Prefill FLOPs of ``new_tokens`` after ``new_depth`` cached ÷ the same for the old prompt
-    (linear matmuls + quadratic attention); token ratio when the model's shape is unknown."""
+    """Prefill time of ``new_tokens`` after ``new_depth`` cached ÷ the same for the old prompt, with
+    the physics' two efficiencies (:func:`advisor.physics.roofline.prefill_seconds_split`): the
+    matmuls at one share of peak and the attention :data:`PREFILL_ATTENTION_SLOWDOWN` times slower
+    per FLOP (the prior's calibrated ``r``), so a prompt that moves attention-heavy work (deep KV,
+    long prompts) changes by more than its FLOP ratio. The device's rate cancels in the ratio. Token
+    ratio when the model's shape is unknown."""
     if old_tokens <= 0:
         return 1.0
     if ctx.model is None:
         return max(new_tokens, 0.0) / old_tokens
-    old = prefill_flops(ctx.model, old_tokens, old_depth)
-    return prefill_flops(ctx.model, max(new_tokens, 0.0), new_depth) / old if old > 0 else 1.0
+    old = _relative_prefill_seconds(ctx.model, old_tokens, old_depth)
+    return _relative_prefill_seconds(ctx.model, max(new_tokens, 0.0), new_depth) / old if old > 0 else 1.0
+
+
+def _relative_prefill_seconds(model: ModelSpec, tokens: float, depth: float) -> float:
+    """Prefill seconds at 1 TFLOPS with the matmuls at full rate and the attention at ``1 / r``."""
+    if tokens <= 0:
+        return 0.0
+    return prefill_seconds_split(
+        matmul_flops=prefill_matmul_flops(model, tokens),
+        attention_flops=prefill_attention_flops(model, tokens, depth),
+        tflops=1.0,
+        attention_efficiency=1.0 / PREFILL_ATTENTION_SLOWDOWN,
+    )
 
 
 def latency_label(path: str) -> str:

@@ -9,13 +9,14 @@ and remembering which it was, so evidence can say "(default)".
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from advisor.canonical import CanonicalRun
-from advisor.catalog.capabilities import capability
+from advisor.catalog.capabilities import capability, reported_memory_gib
 from advisor.physics.specs import HardwareSpec
 from advisor.rules import runtimes
 
@@ -24,6 +25,7 @@ __all__ = [
     "LLAMACPP_AUTO_SLOTS",
     "EngineConfig",
     "Knob",
+    "clear_engine_configs",
     "engine_config",
     "knob_name",
     "normalise_key",
@@ -309,7 +311,8 @@ def _ollama_num_ctx(version: str | None, hardware: HardwareSpec | None, gpus: in
         return entry.value
     if hardware is None or hardware.memory_gb is None:
         return None
-    vram_gib = hardware.memory_gb * max(gpus or 1, 1)
+    # Ollama sums gpu.TotalMemory, what the driver reports: an ECC card's 24 GB is 22.5 GiB there.
+    vram_gib = (reported_memory_gib(hardware.id) or hardware.memory_gb) * max(gpus or 1, 1)
     return 4096 if vram_gib < 23 else 32768 if vram_gib < 47 else 262144
 
 
@@ -341,8 +344,60 @@ def _llamacpp_slots(seqs: Knob[int], unified: Knob[bool], version: str | None) -
 _MIXING = ("vllm", "tgi", "trtllm", "llamacpp")
 
 
+#: Setups whose :class:`EngineConfig` is remembered. A fleet posts thousands of runs of each of a
+#: few setups, and the config depends on the setup alone (:func:`_setup_key`); bounded so that a
+#: stream of one-off setups cannot grow the process.
+ENGINE_CONFIG_CACHE_SIZE = 1024
+_ENGINE_CONFIGS: dict[tuple[Any, ...], EngineConfig] = {}
+
+
+def _setup_key(run: CanonicalRun, hardware: HardwareSpec | None) -> tuple[Any, ...]:
+    """Everything :func:`_engine_config` reads of ``run`` and ``hardware``. ``repr`` of the engine
+    args keeps their order (a later spelling of the same knob wins) and their JSON types apart
+    (``1``, ``1.0``, ``True`` and ``"1"`` convert differently); the hardware counts by value."""
+    setup = run.setup
+    labels = run.labels
+    return (
+        setup.runtime,
+        setup.runtime_version,
+        setup.kv_cache_dtype,
+        setup.max_model_len,
+        setup.gpu_count,
+        labels.get("disaggregated"),
+        labels.get("pd_disaggregation"),
+        repr(setup.engine_args),
+        hardware,
+    )
+
+
+def clear_engine_configs() -> None:
+    """Forget every remembered config (tests compare cold and warm analyses)."""
+    _ENGINE_CONFIGS.clear()
+
+
 def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> EngineConfig:
-    """Normalise ``run.setup`` for ``run.setup.runtime``, with the runtime's defaults filled in."""
+    """Normalise ``run.setup`` for ``run.setup.runtime``, with the runtime's defaults filled in.
+
+    Memoised per setup (:data:`ENGINE_CONFIG_CACHE_SIZE`): the result is frozen and holds only
+    converted values, never the run's own containers, so runs of one setup may share it."""
+    try:
+        key = _setup_key(run, hardware)
+        found = _ENGINE_CONFIGS.get(key)
+    except TypeError:  # an unhashable inline hardware spec: compute it afresh
+        return _engine_config(run, hardware)
+    if found is None:
+        found = _engine_config(run, hardware)
+        if len(_ENGINE_CONFIGS) >= ENGINE_CONFIG_CACHE_SIZE:
+            # The oldest goes; another thread evicting at the same time is harmless.
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del _ENGINE_CONFIGS[next(iter(_ENGINE_CONFIGS))]
+        _ENGINE_CONFIGS[key] = found
+    return found
+
+
+def _engine_config(run: CanonicalRun, hardware: HardwareSpec | None) -> EngineConfig:
+    """:func:`engine_config` computed afresh. Whatever it reads of the run must be in
+    :func:`_setup_key` (tests/unit/rules/test_analysis_cache.py records the reads)."""
     setup = run.setup
     runtime = setup.runtime
     args = {normalise_key(k): (k, v) for k, v in setup.engine_args.items()}
@@ -506,8 +561,12 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         chunked = _or_default(chunked, True if v3 else None)
         fraction = _or_default(fraction, 1.0)  # --cuda-memory-fraction (launcher default 1.0)
         kv_dtype = _or_default(kv_dtype, "auto")
+        # 4096 before 2.0.0; later releases derive it from the model and the GPU (runtimes.toml).
+        tgi_budget = runtimes.default("tgi", "batched_tokens", setup.runtime_version) if version else None
+        budget = _or_default(budget, tgi_budget.value if tgi_budget is not None else None)
     elif runtime == "trtllm":
         prefix = _or_default(prefix, True)  # KvCacheConfig.enable_block_reuse defaults to True
+        budget = _or_default(budget, 8192)  # --max_num_tokens: BuildConfig.max_num_tokens (runtimes.toml)
         chunked = _or_default(chunked, False)  # the LLM API's enable_chunked_prefill defaults to False
         fraction = _or_default(fraction, 0.9)
         kv_dtype = _or_default(kv_dtype, "auto")
@@ -527,6 +586,9 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
         kv_dtype = _or_default(kv_dtype, "f16")
         kv_v = _or_default(kv_v, "f16")
         prefix = _or_default(prefix, True)  # cache_prompt defaults to true in llama-server
+        # Off before the -fa auto builds (runtimes.toml, to b6250); "auto" (or an unknown build) stays unknown.
+        fa_default = runtimes.default("llamacpp", "flash_attention", setup.runtime_version) if version else None
+        fa = _or_default(fa, False if fa_default is not None and fa_default.value is False else None)
         seqs, kv_unified = _llamacpp_slots(seqs, kv_unified, setup.runtime_version)
         if ctx_len.known and ctx_len.explicit and seqs.value and seqs.value > 1 and not kv_unified.value:
             # -c is the total KV cache, divided among the -np slots (no unified cache).

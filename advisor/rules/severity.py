@@ -91,15 +91,24 @@ class Thresholds:
 
     def severity_of(self, value: float | None) -> Severity:
         """The level ``value`` reaches; ``None`` (not measured) is NONE."""
+        # Every rule calls this several times on every run: the four comparisons unrolled.
         if value is None or math.isnan(value):
             return Severity.NONE
-        level = Severity.NONE
-        for limit, sev in zip(self.values, _LEVELS, strict=True):  # every rule calls this on every run
-            reached = value >= limit if self.ascending else value <= limit
-            if not reached:
-                break
-            level = sev
-        return level
+        if self.ascending:
+            if not value >= self.low:
+                return Severity.NONE
+            if not value >= self.moderate:
+                return Severity.LOW
+            if not value >= self.severe:
+                return Severity.MODERATE
+            return Severity.SEVERE if not value >= self.critical else Severity.CRITICAL
+        if not value <= self.low:
+            return Severity.NONE
+        if not value <= self.moderate:
+            return Severity.LOW
+        if not value <= self.severe:
+            return Severity.MODERATE
+        return Severity.SEVERE if not value <= self.critical else Severity.CRITICAL
 
     def describe(self, level: Severity) -> str:
         """The range of values that gives ``level``, for docs and evidence (``">= 0.8"``)."""

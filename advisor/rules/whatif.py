@@ -9,6 +9,8 @@ The ratio comes from the expectations function when there is one (it knows, for 
 
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +19,7 @@ from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
 from advisor.physics.parallel import Interconnect, interconnect_of
 from advisor.physics.parallel import tp_efficiency as _tp_efficiency
-from advisor.rules.context import TGI_WIGGLE_ROOM, RunContext, kv_pool_runtime, normalise_kv_dtype
+from advisor.rules.context import TGI_WIGGLE_ROOM, RunContext, expectations_of, kv_pool_runtime, normalise_kv_dtype
 
 __all__ = [
     "QUANT_FALLBACKS",
@@ -42,6 +44,8 @@ QUANT_FALLBACKS: dict[str, QuantSpec] = {
     "q4_k_m": QuantSpec("gguf-q4_k_m", "GGUF Q4_K_M (mix)", 4.89, "gguf"),
     # TensorRT-LLM INT8 weight-only (W8A16): 8-bit weights, one FP16 scale per output channel.
     "int8": QuantSpec("int8-weight-only", "INT8 weight-only (W8A16)", 8.0, "int"),
+    # NVFP4: FP4 (E2M1) with one FP8 scale per 16 weights (quantization.csv nvfp4).
+    "nvfp4": QuantSpec("nvfp4", "NVFP4 (NVIDIA Blackwell FP4)", 4.5, "nv"),
     # mlx_lm.convert -q: group size 64 with an FP16 scale and bias per group (+0.5 bit per weight).
     "mlx8": QuantSpec("mlx-q8-g64", "MLX 8-bit (group size 64)", 8.5, "int"),
     "mlx4": QuantSpec("mlx-q4-g64", "MLX 4-bit (group size 64)", 4.5, "int"),
@@ -97,14 +101,26 @@ def quant_spec(ctx: RunContext, key: str) -> QuantSpec:
     """A target weight format by fallback key (``fp8``, ``awq``, ``q8_0``, ``q4_k_m``), resolved
     through the catalog when it knows the name so custom entries win."""
     fallback = QUANT_FALLBACKS[key]
-    if ctx.catalog is not None:
+    catalog = ctx.catalog
+    if catalog is not None:
+        # Per catalog (frozen; one object per set of user entries) and key: asked on every run.
+        found = _QUANT_SPECS.get((id(catalog), key))
+        if found is not None and found[0] is catalog:
+            return found[1]
         try:
-            spec = ctx.catalog.resolve_quantization(fallback.id)
+            spec = catalog.resolve_quantization(fallback.id)
         except (AdvisorError, ValueError, KeyError, LookupError, TypeError):
             spec = None  # a catalog without the entry falls back to the shipped figures
-        if isinstance(spec, QuantSpec):
-            return spec
+        chosen = spec if isinstance(spec, QuantSpec) else fallback
+        if len(_QUANT_SPECS) >= 64:
+            _QUANT_SPECS.clear()
+        _QUANT_SPECS[(id(catalog), key)] = (catalog, chosen)
+        return chosen
     return fallback
+
+
+#: :func:`quant_spec`'s answers by (catalog identity, key); each entry holds its catalog.
+_QUANT_SPECS: dict[tuple[int, str], tuple[object, QuantSpec]] = {}
 
 
 def reanalyse(
@@ -136,8 +152,18 @@ def reanalyse(
     if gpu_memory_utilization is not None and pool_runtime == "tgi":
         # A proposed --cuda-memory-fraction is taken × TGI's wiggle room, like the run's own.
         gpu_memory_utilization = min(gpu_memory_utilization * TGI_WIGGLE_ROOM, 1.0)
+    # Everything analyse() is given below follows from these: the base roofline's own inputs by
+    # its identity (see _WHAT_IFS), the rest by value.
+    key = (
+        id(base), id(hw), id(mdl), id(q), prompt, depth, concurrency, tensor_parallel, kv_cache_dtype,
+        gpu_memory_utilization, pool_runtime,
+    )  # fmt: skip
+    found = _WHAT_IFS.get(key)
+    if found is not None:
+        return found[1]
+    new: Roofline | None
     try:
-        return analyse(
+        new = analyse(
             hw,
             mdl,
             q,
@@ -151,7 +177,29 @@ def reanalyse(
             runtime=pool_runtime,
         )
     except ValueError:
-        return None
+        new = None
+    if len(_WHAT_IFS) >= WHAT_IF_CACHE_SIZE:
+        # The oldest goes; another thread evicting at the same time is harmless.
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del _WHAT_IFS[next(iter(_WHAT_IFS))]
+    _WHAT_IFS[key] = ((base, hw, mdl, q), new)
+    return new
+
+
+#: What-if rooflines by the identity of the run's roofline and specs plus the changed inputs. The
+#: physics memoises :func:`analyse` by value, but hashing its three specs costs more than the
+#: lookup; the runs of one setup share these objects (the physics' and the catalog's caches), so
+#: an identity key finds the same answer for a fraction of it. Each entry holds the objects whose
+#: ids it uses, so no other object can take them while it lives. Bounded.
+WHAT_IF_CACHE_SIZE = 8192
+_WHAT_IFS: dict[tuple[Any, ...], tuple[tuple[object, ...], Roofline | None]] = {}
+
+
+def clear_cache() -> None:
+    """Forget the remembered what-if rooflines and target formats (tests compare cold and warm
+    analyses)."""
+    _WHAT_IFS.clear()
+    _QUANT_SPECS.clear()
 
 
 def _expected(
@@ -169,10 +217,10 @@ def _expected(
         return None
     try:
         # The specs let a fitted model see what changed (another device, format or model).
-        exp = fn(
+        exp = expectations_of(
+            fn,
             roofline,
             runtime=ctx.runtime or "other",
-            hardware_kind=hw.kind,
             hardware=hw,
             model=model or ctx.model,
             quant=quant or ctx.quant,
@@ -225,11 +273,12 @@ def decode_ratio(
 
 def platform_family(hw: HardwareSpec) -> str:
     """``nvidia``, ``amd``, ``apple``, ``cpu``, ``intel``, ``google``, ``aws`` …: the platform a
-    device belongs to (Apple silicon and CPUs by kind, the rest by vendor)."""
-    if hw.kind == "cpu":
-        return "cpu"
+    device belongs to (Apple silicon and CPUs by kind, the rest by vendor). A Mac's CPU cores are
+    Apple's platform, not a CPU an x86 desktop could move to."""
     if hw.kind.startswith("apple") or hw.vendor.lower() == "apple":
         return "apple"
+    if hw.kind == "cpu":
+        return "cpu"
     return hw.vendor.lower()
 
 
@@ -255,10 +304,19 @@ def platform_allows(current: HardwareSpec, candidate: HardwareSpec, runtime: str
     return there == here or step_up(current, candidate)
 
 
+#: Form factors that only fit a data-centre server (hardware.csv names: "H100 SXM5", "MI300X (…; OAM)",
+#: "GH200 Grace Hopper Superchip", "GB200 NVL72").
+_SERVER_MODULE = re.compile(r"\bSXM\d?\b|\bOAM\b|Superchip|NVL72")
+
+
 def step_up(current: HardwareSpec, candidate: HardwareSpec) -> bool:
     """A named step up off the platform: a GPU with at least the current device's memory and twice
-    its bandwidth (an M2 Ultra's 192 GB moves to an MI300X or a B300, never to a 24 GB A10)."""
+    its bandwidth, never a 24 GB A10 for an M2 Ultra's 192 GB. A server module (SXM, OAM, a
+    superchip: hardware.csv names) needs a data-centre server, so it is a step only from a
+    data-centre device (a module or an HBM card), never from a Mac Studio or a desktop card."""
     if candidate.kind != "gpu" or current.memory_gb is None or candidate.memory_gb is None:
+        return False
+    if _SERVER_MODULE.search(candidate.name) and not (_SERVER_MODULE.search(current.name) or "HBM" in current.name):
         return False
     return candidate.memory_gb >= current.memory_gb and candidate.mem_bandwidth_gb_s >= 2 * current.mem_bandwidth_gb_s
 

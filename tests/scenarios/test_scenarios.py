@@ -266,6 +266,8 @@ SCENARIOS = [
     Scenario(
         "llama_70b_q4_on_an_m2_ultra_is_out_of_bytes_to_shed",
         # 43 GB per token at 800 GB/s: 18.5 tok/s ceiling; 15 measured with 4.9-bit weights.
+        # No Apple device reads 1.3x faster and server modules are not a Mac user's step up (issue 13),
+        # so the bytes left to shed are the model's own.
         {
             "setup": {
                 "runtime": "ollama",
@@ -276,7 +278,7 @@ SCENARIOS = [
             "workload": {"num_requests": 10, "concurrency": 1, "prompt_tokens_mean": 500, "output_tokens_mean": 256},
             "metrics": {"decode_tok_s": 15, "prefill_tok_s": 90},
         },
-        first="upgrade-bandwidth",
+        first="smaller-model",
         verdict="warn",
     ),
     Scenario(

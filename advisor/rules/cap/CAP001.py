@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.catalog.capabilities import capability
+from advisor.catalog.capabilities import capability, support
 from advisor.physics import Roofline
 from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
@@ -15,15 +15,32 @@ from advisor.rules.severity import Severity, damp
 _FRACTION_RUNTIMES = ("vllm", "sglang", "trtllm")
 
 #: The rest of the ladder, after the lever the finding picked (DESIGN §5: memory fraction, 8-bit KV,
-#: a shorter context where it is reserved up front, more GPUs).
-_OTHER_LEVERS: dict[str, str] = {
-    "vllm": "--kv-cache-dtype fp8; --tensor-parallel-size 2 or a replica.",
-    "sglang": "--kv-cache-dtype fp8_e5m2; --tp-size 2 or --dp-size 2.",
-    "tgi": "--kv-cache-dtype fp8_e5m2; a lower --max-total-tokens; --num-shard 2.",
-    "trtllm": "kv_cache_config dtype fp8; --tp_size 2.",
-    "ollama": "a lower num_ctx (reserved per slot); OLLAMA_KV_CACHE_TYPE=q8_0; a second GPU or instance.",
-    "llamacpp": "a lower -c (reserved up front); -ctk q8_0 -ctv q8_0 with -fa on; another GPU.",
-    "other": "an 8-bit KV cache, a shorter context where it is reserved up front, more GPUs or replicas.",
+#: a shorter context where it is reserved up front, more GPUs), each lever tagged by what it is so
+#: the one already proposed, or one that does not apply, is left out.
+_OTHER_LEVERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "vllm": (("kv", "--kv-cache-dtype fp8"), ("capacity", "--tensor-parallel-size 2 or a replica")),
+    "sglang": (("kv", "--kv-cache-dtype fp8_e5m2"), ("capacity", "--tp-size 2 or --dp-size 2")),
+    "tgi": (
+        ("kv", "--kv-cache-dtype fp8_e5m2"),
+        ("context", "a lower --max-total-tokens"),
+        ("capacity", "--num-shard 2"),
+    ),
+    "trtllm": (("kv", "kv_cache_config dtype fp8"), ("capacity", "--tp_size 2")),
+    "ollama": (
+        ("context", "a lower num_ctx (reserved per slot)"),
+        ("kv", "OLLAMA_KV_CACHE_TYPE=q8_0"),
+        ("capacity", "a second GPU or instance"),
+    ),
+    "llamacpp": (
+        ("context", "a lower -c (reserved up front)"),
+        ("kv", "-ctk q8_0 -ctv q8_0 with -fa on"),
+        ("capacity", "another GPU"),
+    ),
+    "other": (
+        ("kv", "an 8-bit KV cache"),
+        ("context", "a shorter context where it is reserved up front"),
+        ("capacity", "more GPUs or replicas"),
+    ),
 }
 
 
@@ -40,7 +57,8 @@ class KvPoolSaturated(Rule):
     Make the pool hold more tokens, cheapest first: let the engine use more memory
     (``--gpu-memory-utilization 0.95``), store KV in 8 bits (``--kv-cache-dtype fp8``, Ollama
     ``OLLAMA_KV_CACHE_TYPE=q8_0``), or add GPUs (tensor parallelism multiplies the pool) or
-    replicas. The finding picks the first that applies and predicts the new pool size.
+    replicas. The finding picks the first that applies and predicts the new pool size. TensorRT-LLM
+    runs no FP8 on Ampere or Turing, so there the 8-bit cache is skipped for more GPUs or replicas.
 
     ## Example
     Llama-3.1-8B bf16 on an A10G (24 GiB) at ``--gpu-memory-utilization 0.8``: the pool holds about
@@ -79,12 +97,15 @@ class KvPoolSaturated(Rule):
             pressure = Severity.MODERATE
         severity = damp(self.t("usage").severity_of(usage), pressure)
         action, fix, new, what = self._plan(ctx)
+        # Leave out the lever already proposed, an 8-bit KV cache that is already 8-bit (or that
+        # TensorRT-LLM cannot run on this GPU), and more GPUs when that is the proposal.
+        skip = {"quantize-kv-cache": "kv", "add-capacity": "capacity"}.get(action)
+        kv_done = ctx.engine.kv_cache_16bit is False or _trtllm_without_fp8(ctx)
         levers = {
-            # Drop the 8-bit-KV lever (listed first) when it is the one already proposed.
-            k: v.split("; ", 1)[-1] if action == "quantize-kv-cache" else v
+            k: "; ".join(text for kind, text in v if kind != skip and not (kind == "kv" and kv_done))
             for k, v in _OTHER_LEVERS.items()
         }
-        fix = {k: f"{t.rstrip('.')}. Other levers: {levers[k]}" if k in levers else t for k, t in fix.items()}
+        fix = {k: f"{t.rstrip('.')}. Other levers: {levers[k]}." if levers.get(k) else t for k, t in fix.items()}
         cur = ctx.roofline
         gain: Gain | None = None
         pool_ratio: float | None = None
@@ -135,6 +156,10 @@ class KvPoolSaturated(Rule):
             and fraction.value is not None
             and fraction.value < self.p("fraction_below")
         ):
+            if ctx.runtime == "sglang":
+                # fixes.memory_fraction holds SGLang's --mem-fraction-static to 0.9 (it also sizes
+                # the CUDA-graph and activation room); predict and title the value the fix names.
+                target = min(target, 0.9)
             new = whatif.reanalyse(ctx, gpu_memory_utilization=target)
             return (
                 "raise-gpu-memory-utilization",
@@ -142,7 +167,7 @@ class KvPoolSaturated(Rule):
                 new,
                 f"a memory fraction of {target:g}",
             )
-        if e.kv_cache_16bit is not False:
+        if e.kv_cache_16bit is not False and not _trtllm_without_fp8(ctx):
             dtype = "q8_0" if ctx.runtime in ("ollama", "llamacpp") else "fp8"
             return (
                 "quantize-kv-cache",
@@ -178,6 +203,12 @@ class KvPoolSaturated(Rule):
             return None
         ratio = bigger.decode_aggregate_ceiling_tok_s / cur.decode_aggregate_ceiling_tok_s
         return Gain("output_throughput_tok_s", measured, measured * ratio)
+
+
+def _trtllm_without_fp8(ctx: RunContext) -> bool:
+    """TensorRT-LLM on a GPU it runs no FP8 on (Ampere, Turing: quant_support.toml trtllm.fp8), so
+    ``kv_cache_config dtype fp8`` is no lever there."""
+    return ctx.runtime == "trtllm" and support("trtllm", "fp8", _generation(ctx)) == "none"
 
 
 def _generation(ctx: RunContext) -> str | None:

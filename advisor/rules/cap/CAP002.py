@@ -6,7 +6,7 @@ from advisor.rules import fixes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt, prefill_rate
+from advisor.rules.helpers import annotate_fix, fmt, prefill_rate
 from advisor.rules.limits import FRACTION_TARGET
 
 
@@ -72,7 +72,7 @@ class Preemptions(Rule):
         fewer = max(1, int(seqs * 0.75)) if seqs else None
         fix = fixes.memory_fraction(target) if raise_fraction else {}
         if fewer is not None:
-            fix = fixes.merge(fix, fixes.max_seqs(fewer), sep=" and/or ")
+            fix = fixes.merge(fix, fixes.max_seqs(fewer, ctx.run.setup.runtime_version), sep=" and/or ")
         fix = fixes.merge(
             fix,
             {"vllm": "(or --tensor-parallel-size to add memory; --kv-cache-dtype fp8 halves KV per token)."},
@@ -94,7 +94,7 @@ class Preemptions(Rule):
                 + (f" (about {wasted_share:.0%} of the run's time)" if wasted_share is not None else "")
             ),
             evidence=tuple(evidence),
-            fix=fix,
+            fix=annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=gain,
             confidence=0.7,
             action="raise-gpu-memory-utilization" if raise_fraction else "reduce-max-num-seqs",

@@ -5,7 +5,7 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt
+from advisor.rules.helpers import annotate_fix, fmt
 from advisor.rules.knobs import knob_name
 from advisor.rules.severity import Severity, damp
 
@@ -135,7 +135,7 @@ class ConfiguredContextExceedsPool(Rule):
                 ),
                 Evidence("kv_pool_tokens", float(pool), f">= {fmt(float(allocated))}", "physics"),
             ),
-            fix=fix,
+            fix=annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=None,
             confidence=0.7 if upfront or single_too_long else 0.5,
             action="reduce-context" if reduce_context else "reduce-max-num-seqs",

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from advisor.catalog.capabilities import capability
 from advisor.rules import fixes, runtimes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import fmt
-from advisor.rules.knobs import knob_name
+from advisor.rules.knobs import knob_name, normalise_key
 
 #: A compute-bound batch serves no more when it grows: the queue needs another replica.
 _REPLICAS = {
@@ -15,6 +16,36 @@ _REPLICAS = {
     "sglang": "Add a replica: --dp-size 2, or a second server behind a load balancer.",
     "other": "Add a replica behind a load balancer: the batch is compute-bound, a larger one serves no more.",
 }
+
+
+def _seqs_fix(ctx: RunContext, n: int) -> dict[str, str]:
+    """:func:`fixes.max_seqs` with TGI's text fitted to where the cap comes from.
+
+    TGI's router caps every batch at ``--max-batch-size`` when it is given, on CUDA too
+    (backends/v3/src/queue.rs, ``if Some(batch_requests.len()) == max_size { break; }``), so a cap
+    set by it is raised by it; on Gaudi it is *the* decode batch size (docs/source/backends/gaudi.mdx,
+    "set --max-batch-size as bs, where bs is your expected maximum decode batch size")."""
+    fix = fixes.max_seqs(n, ctx.run.setup.runtime_version)
+    if ctx.runtime != "tgi":
+        return fix
+    knob = ctx.engine.max_num_seqs
+    cap = capability(ctx.hardware.id if ctx.hardware is not None else None)
+    gaudi = cap is not None and cap.generation.startswith("gaudi")  # capabilities.csv: gaudi2, gaudi3
+    by_batch_size = knob.explicit and knob.arg is not None and normalise_key(knob.arg) == "max_batch_size"
+    batch_size = runtimes.flag("tgi", "--max-batch-size")
+    concurrent = runtimes.flag("tgi", "--max-concurrent-requests")
+    if gaudi:
+        fix["tgi"] = (
+            f"{batch_size} {n} (on Gaudi the decode batch is padded to it) with "
+            f"{runtimes.flag('tgi', '--max-batch-prefill-tokens')} sized for the prefill batch and {concurrent} "
+            f"of at least {n}."
+        )
+    elif by_batch_size:
+        fix["tgi"] = (
+            f"{batch_size} {n} (the router stops every batch at it) and {concurrent} of at least {n}; "
+            f"or drop {batch_size} and let the KV pool bound the batch."
+        )
+    return fix
 
 
 class ParallelismBelowConcurrency(Rule):
@@ -110,7 +141,7 @@ class ParallelismBelowConcurrency(Rule):
                     else ()
                 ),
             ),
-            fix=fixes.max_seqs(target),
+            fix=_seqs_fix(ctx, target),
             expected_gain=gain,
             confidence=0.75,
         )
@@ -161,7 +192,7 @@ class ParallelismBelowConcurrency(Rule):
             fix=(
                 runtimes.annotate_fix(_REPLICAS, ctx.runtime, ctx.run.setup.runtime_version)
                 if compute_bound
-                else fixes.max_seqs(target)
+                else _seqs_fix(ctx, target)
             ),
             action="add-capacity" if compute_bound else None,
             confidence=0.7,

@@ -4,11 +4,21 @@ from typing import ClassVar
 
 from advisor.rules import fixes, runtimes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
+from advisor.rules.budget import itl_guard
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_cap
 from advisor.rules.helpers import fmt, latency_label, prefill_ms
 from advisor.rules.severity import Severity, damp
+
+#: Runtimes whose chunked-prefill state may be unknown (vLLM's V0 engine enables it only for long
+#: context, TGI 2.x had it experimental): judged from the tail when the run does not say.
+_UNKNOWN_JUDGED = ("vllm", "sglang", "tgi", "trtllm")
+
+#: With the state unknown, one whole prompt's prefill must take at least this share of the ITL
+#: p99-p50 gap before its stall is named as the cause (stricter than the budget plan's
+#: ``budget_min_explained``, 0.3, because here the setting itself is a guess).
+_EXPLAINED = 0.5
 
 
 class ChunkedPrefillDisabled(Rule):
@@ -21,6 +31,11 @@ class ChunkedPrefillDisabled(Rule):
     gives most of the isolation of a disaggregated deployment with one flag. vLLM's V1 engine
     always chunks; SGLang turns it off with ``--chunked-prefill-size -1``; TensorRT-LLM's LLM API
     defaults ``enable_chunked_prefill`` to false.
+
+    When the run does not say and the version has no default the advisor can vouch for (vLLM
+    before V1 enables it only for long-context models, TGI 2.x had it experimental), the rule
+    speaks only when the ITL tail shows it: stretched, and one whole prompt's prefill explains at
+    least half of the p99-p50 gap; then at most moderate.
 
     ## Fix
     Turn it on with a moderate budget: vLLM ≥ 0.8 (V1), or ``--enable-chunked-prefill
@@ -57,7 +72,9 @@ class ChunkedPrefillDisabled(Rule):
         knob = ctx.engine.chunked_prefill
         uncached = ctx.measured.uncached_prompt_tokens
         conc = ctx.measured.concurrency
-        if knob.value is not False or not uncached or conc is None or conc < 2:
+        # Unknown (vLLM before V1, TGI before 3): judged only when the tail shows the stall.
+        unknown = knob.value is None and ctx.runtime in _UNKNOWN_JUDGED
+        if (knob.value is not False and not unknown) or not uncached or conc is None or conc < 2:
             return None
         budget = int(self.p("budget"))
         stall = prefill_ms(ctx, uncached)
@@ -73,10 +90,19 @@ class ChunkedPrefillDisabled(Rule):
                 visible = Severity.LOW
             to = dist.p50 + (dist.p99 - dist.p50) * chunk / stall
             gain = Gain(f"{path}.p99", dist.p99, to)
+        if unknown and (
+            not dist.p99
+            or not dist.p50
+            or visible is not None
+            or itl_guard(ctx) is not None
+            or stall < _EXPLAINED * (dist.p99 - dist.p50)
+        ):
+            return None  # not stated, and the tail does not show whole-prompt stalls
         severity = damp(
             self.t("stall_ms").severity_of(stall),
             visible,
             slo_cap(ctx, self.common, "itl_p99_ms", "tpot_p99_ms"),
+            Severity.MODERATE if unknown else None,
         )
         evidence = [
             Evidence(knob.arg or "enable_chunked_prefill", knob.describe(), "true", "run"),
@@ -84,15 +110,21 @@ class ChunkedPrefillDisabled(Rule):
         ]
         if dist.p99:
             evidence.append(Evidence(f"{path}.p99", dist.p99, f"≈ {fmt(gain.to)}" if gain else "", "run"))
+        state = (
+            f"not stated, and {ctx.runtime} {ctx.run.setup.runtime_version or ''}".rstrip()
+            + " has no default the advisor can vouch for"
+            if unknown
+            else "off"
+        )
         return Finding(
             severity=severity,
             title=(
-                f"Chunked prefill is off: each {fmt(uncached)}-token prompt stalls all {fmt(conc)} "
+                f"Chunked prefill is {state}: each {fmt(uncached)}-token prompt stalls all {fmt(conc)} "
                 "streams for about "
                 f"{fmt(stall, 'ms')}" + (f" ({latency_label(path)} p99 {fmt(dist.p99, 'ms')})" if dist.p99 else "")
             ),
             evidence=tuple(evidence),
             fix=runtimes.annotate_fix(fixes.chunked_prefill_on(budget), ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=gain,
-            confidence=0.7 if knob.explicit else 0.55,
+            confidence=0.4 if unknown else 0.7 if knob.explicit else 0.55,
         )

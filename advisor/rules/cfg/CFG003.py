@@ -6,6 +6,7 @@ from advisor.rules import whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec
 from advisor.rules.context import RunContext
+from advisor.rules.helpers import annotate_fix
 from advisor.rules.severity import Severity
 
 
@@ -50,7 +51,9 @@ class KvQuantWithoutFlashAttention(Rule):
             return None
         gain: Gain | None = None
         cur = ctx.roofline
-        if cur is not None and cur.kv_pool_tokens:
+        # Only Ollama runs with the setting silently ignored, so only there is a pool lost to measure;
+        # llama-server refuses to start, and the fix is what lets it run at all (no gain to damp by).
+        if ctx.runtime == "ollama" and cur is not None and cur.kv_pool_tokens:
             sixteen = whatif.reanalyse(ctx, kv_cache_dtype="fp16")
             if sixteen is not None and sixteen.kv_pool_tokens:
                 # What the setting was meant to give, against what f16 actually gives.
@@ -60,8 +63,12 @@ class KvQuantWithoutFlashAttention(Rule):
         return Finding(
             severity=Severity.MODERATE,
             title=(
-                f"KV cache type {kv.value} is set but flash attention is off, so the KV "
-                + ("cache stays in 16 bits" if ctx.runtime == "ollama" else "server refuses the quantized V cache")
+                f"KV cache type {kv.value} is set but flash attention is off, so "
+                + (
+                    "the KV cache stays in 16 bits"
+                    if ctx.runtime == "ollama"
+                    else "llama-server refuses the quantized V cache"
+                )
             ),
             evidence=(
                 Evidence(
@@ -72,10 +79,17 @@ class KvQuantWithoutFlashAttention(Rule):
                 ),
                 Evidence(fa_name, False, "true", "run"),
             ),
-            fix={
-                "ollama": "OLLAMA_FLASH_ATTENTION=1 (required for OLLAMA_KV_CACHE_TYPE to take effect).",
-                "llamacpp": "-fa on (a quantized V cache needs flash attention; a quantized K cache alone does not).",
-            },
+            fix=annotate_fix(
+                {
+                    "ollama": "OLLAMA_FLASH_ATTENTION=1 (required for OLLAMA_KV_CACHE_TYPE to take effect).",
+                    "llamacpp": (
+                        "-fa on (a quantized V cache needs flash attention; a quantized K cache alone does not; "
+                        "builds older than -fa on|off|auto, which b6327 has, take a bare -fa)."
+                    ),
+                },
+                ctx.runtime,
+                ctx.run.setup.runtime_version,
+            ),
             expected_gain=gain,
             confidence=0.8 if ctx.runtime == "ollama" else 0.6,
         )

@@ -53,7 +53,10 @@ class MoeWithoutExpertParallel(Rule):
         note = runtimes.applies_note("vllm", "--enable-expert-parallel", ctx.run.setup.runtime_version)
         return Finding(
             severity=severity,
-            title=f"{model.id} (mixture of experts) runs at TP{tp} without expert parallelism at {fmt(conc)} streams",
+            title=(
+                f"{model.id} (mixture of experts) runs at TP{tp} without expert parallelism at "
+                f"{fmt(conc)} stream{'' if conc == 1 else 's'}"
+            ),
             evidence=(
                 Evidence(
                     "expert_parallel", ctx.engine.expert_parallel.describe(), "true for MoE over several GPUs", "run"

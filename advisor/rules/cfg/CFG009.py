@@ -84,7 +84,10 @@ class LocalPrefillTuning(Rule):
             evidence.append(Evidence(e.flash_attention.arg or "flash_attention", False, "on", "run"))
         lc = [f"{runtimes.flag('llamacpp', '-ub')} 1024 {runtimes.flag('llamacpp', '-b')} 2048"] if small else []
         if fa_off:
-            lc.append(f"{runtimes.flag('llamacpp', '-fa')} on (builds before ggml-org/llama.cpp#15746 take a bare -fa)")
+            lc.append(
+                f"{runtimes.flag('llamacpp', '-fa')} on (builds older than -fa on|off|auto, which b6327 has, "
+                "take a bare -fa)"
+            )
             if engine_test:
                 lc.append(f"(llama-bench takes {runtimes.flag('llamacpp', '-fa')} 1)")
         ol = ['"num_batch": 1024 in the request options or Modelfile'] if small else []

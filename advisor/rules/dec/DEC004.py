@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
+from advisor.catalog.capabilities import capability
 from advisor.errors import AdvisorError
 from advisor.physics import ModelSpec
 from advisor.rules import fixes, runtimes, whatif
@@ -12,6 +14,10 @@ from advisor.rules.damping import slo_cap
 from advisor.rules.helpers import decode_at_ceiling, fmt, hw_label, matter_cap
 from advisor.rules.limits import DECODE_EFFICIENCY, DECODE_OBJECTIVES, DECODE_TOK_S, MAX_EFFICIENCY
 from advisor.rules.severity import Severity, damp
+
+#: Embedded modules (hardware.csv names "Jetson AGX Orin 64GB (module)"): built into a robot or an
+#: edge box for their power envelope, not a card to swap.
+_EMBEDDED = re.compile(r"\(module\)", re.IGNORECASE)
 
 
 class QuantizationExhausted(Rule):
@@ -29,8 +35,10 @@ class QuantizationExhausted(Rule):
     family, or hardware with more memory bandwidth. The finding names the catalog devices of the
     same platform (Apple silicon for a Mac, NVIDIA for TensorRT-LLM) that would decode at least
     30 % faster and their predicted tok/s, or failing those a named step up (a data-centre GPU with
-    at least the same memory). An Apple or CPU machine at its ceiling is healthy: without a missed
-    decode objective the speed that makes it matter is one level stricter (a CPU run: a low note).
+    at least the same memory; a server module, SXM or OAM, only for a data-centre user, never for a
+    Mac Studio). A CPU run is offered GPUs and CPUs, not a Mac's CPU cores. An Apple or CPU machine
+    at its ceiling is healthy: without a missed decode objective the speed that makes it matter is
+    one level stricter (a CPU run or an embedded module such as a Jetson: a low note).
 
     ## Example
     Llama-3.1-8B Q4_K_M on an RTX 4090 (1,008 GB/s): 165 tok/s against a 206 tok/s ceiling. An RTX
@@ -68,16 +76,23 @@ class QuantizationExhausted(Rule):
             self.t("efficiency").severity_of(eff),
             matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
         )
+        cap = capability(ctx.hardware.id) if ctx.hardware is not None else None
+        unified = cap is not None and cap.unified_memory
         if (
             ctx.hardware is not None
-            and ctx.hardware.kind != "gpu"
+            and (ctx.hardware.kind != "gpu" or unified)
             and slo_cap(ctx, self.common, *DECODE_OBJECTIVES) is None
         ):
             # An Apple or CPU machine at its ceiling is healthy: the remedy is a new machine, so
             # without a decode objective the bar is one level stricter (50 tok/s is a note, 15 a problem).
-            # A CPU deployment at its memory ceiling is a deliberate choice: a GPU is a note.
+            # So is a unified-memory GPU (Strix Halo, DGX Spark, Jetson: capabilities.csv `memory`),
+            # a machine bought for its memory size, not a card to swap.
+            # A CPU deployment at its memory ceiling is a deliberate choice: a GPU is a note. So is
+            # an embedded module (a Jetson AGX Orin: hardware.csv "(module)"), chosen for its power
+            # envelope and built into its machine: 30 tok/s at 73 % of its 204.8 GB/s is a good run.
             speed = self.t("decode_tok_s").severity_of(decode)
-            bar = Severity.LOW if ctx.hardware.kind == "cpu" else Severity(max(int(speed) - 1, 0))
+            deliberate = ctx.hardware.kind == "cpu" or _EMBEDDED.search(ctx.hardware.name) is not None
+            bar = Severity.LOW if deliberate else Severity(max(int(speed) - 1, 0))
             severity = damp(severity, bar)
         if not severity:
             return None  # hardware search is the costliest what-if: skip it when nothing fires

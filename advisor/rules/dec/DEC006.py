@@ -25,9 +25,14 @@ class PartialCpuOffload(Rule):
     ``size`` (``ollama ps`` "48%/52% CPU/GPU"), llama.cpp as "offloaded N/M layers to GPU"; a run
     that reports it (``metrics.gpu_resident_share``, or a short ``-ngl`` / ``num_gpu``) is judged on
     that share, with no inference from the speed, and a run that reports 1 (all on the GPU) is not
-    offloaded whatever its speed. On a unified-memory device (the catalog's ``memory`` column:
-    Apple silicon, AMD Strix Halo, DGX Spark GB10, Jetson) GPU memory *is* system memory: there
-    is no second ceiling to land between, and the rule stays silent.
+    offloaded whatever its speed. ``--n-cpu-moe N`` on an MoE model with known expert counts gives
+    the share too: the experts of ``N`` of the ``L`` layers, ``N / L × k × e / active`` of each
+    token's reads (``k`` experts of ``e`` parameters each). A ``-ngl`` / ``num_gpu`` that covers
+    every layer of a model whose weights and KV fit the GPU (the physics' ``fits_in_memory``) ends
+    the inference: nothing is left for ``--fit`` to move, and a slow decode is the stack's
+    (DEC002). On a unified-memory device (the catalog's ``memory`` column: Apple silicon, AMD
+    Strix Halo, DGX Spark GB10, Jetson) GPU memory *is* system memory: there is no second ceiling
+    to land between, and the rule stays silent.
 
     ## Fix
     Make the whole model fit: a smaller quantization, a smaller context (``num_ctx``, ``-c``: the KV
@@ -73,6 +78,8 @@ class PartialCpuOffload(Rule):
             if share <= 0.0:
                 return None
             confidence = 0.8
+        elif _all_layers_fit(ctx):
+            return None  # every layer asked onto the GPU and the physics says the model fits there
         else:
             eff = decode_efficiency(ctx)
             if eff is None or eff > self.p("max_efficiency") or (ctx.measured.concurrency or 1.0) > 1.5:
@@ -86,7 +93,7 @@ class PartialCpuOffload(Rule):
         severity = self.t("cpu_share").severity_of(share)
         e = ctx.engine
         causes = [evidence] if evidence is not None else []
-        if e.n_cpu_moe.value:
+        if e.n_cpu_moe.value and not any(c.metric == (e.n_cpu_moe.arg or "n_cpu_moe") for c in causes):
             causes.append(Evidence(e.n_cpu_moe.arg or "n_cpu_moe", float(e.n_cpu_moe.value), "0", "run"))
         if roof.fits_in_memory is False:
             causes.append(Evidence("fits_in_memory", False, "true", "physics"))
@@ -97,6 +104,8 @@ class PartialCpuOffload(Rule):
         slowdown = (share / cpu_bw + (1.0 - share) / gpu_bw) * gpu_bw
         to = min(roof.decode_ceiling_batch_tok_s * 0.75, decode * slowdown)
         how = "reported" if reported is not None else "about"
+        # --n-cpu-moe moves experts, which a token reads only k of: its share is of each step's reads.
+        held = "each token's weight reads" if source.startswith(e.n_cpu_moe.arg or "n_cpu_moe") else "the model"
         return Finding(
             severity=severity,
             title=(
@@ -104,7 +113,7 @@ class PartialCpuOffload(Rule):
                 f"({fmt(roof.decode_ceiling_batch_tok_s)}) ceilings: {how} {share:.0%} of the weights are read "
                 "from system memory"
                 if reported is None
-                else f"{share:.0%} of the model is held in system memory ({source}), so {fmt(decode, 'tok/s')} "
+                else f"{share:.0%} of {held} is held in system memory ({source}), so {fmt(decode, 'tok/s')} "
                 f"decode reads it at CPU speed; all on the GPU it would reach about {fmt(to, 'tok/s')}"
             ),
             evidence=(
@@ -145,8 +154,11 @@ def _reported_cpu_share(ctx: RunContext) -> tuple[float, str, Evidence] | None:
         )
     ngl = ctx.engine.n_gpu_layers
     layers = ctx.model.num_hidden_layers if ctx.model is not None else None
-    if ctx.engine.n_cpu_moe.value or not layers:
-        return None  # --n-cpu-moe keeps experts on the CPU whatever -ngl says: infer from the speed
+    if ctx.engine.n_cpu_moe.value:
+        # --n-cpu-moe keeps experts on the CPU whatever -ngl says: the config gives the share.
+        return _cpu_moe_share(ctx)
+    if not layers:
+        return None
     total = layers + 1
     if ngl.explicit and ngl.value is not None and 0 < ngl.value < total:
         # Only a short -ngl is evidence: -ngl 999 asks for every layer, not that they fit
@@ -158,3 +170,39 @@ def _reported_cpu_share(ctx: RunContext) -> tuple[float, str, Evidence] | None:
             Evidence(ngl.arg or "n_gpu_layers", float(ngl.value), f">= {total}", "run"),
         )
     return None
+
+
+def _cpu_moe_share(ctx: RunContext) -> tuple[float, str, Evidence] | None:
+    """The share of each token's weight reads that ``--n-cpu-moe N`` leaves in system memory: the
+    experts of the first ``N`` of ``L`` layers (llama.cpp's -ncmoe keeps "the MoE weights of the
+    first N layers" on the CPU, tools/server/README.md). A token reads ``k`` experts of size
+    ``e = (total − active) / (E − k)`` (summed over layers), so the CPU part of the active weights is
+    ``min(N, L) / L × k × e / active``. None without the model's expert counts (the speed decides)."""
+    model, n = ctx.model, ctx.engine.n_cpu_moe.value
+    if model is None or not n or not model.is_moe or not model.num_hidden_layers:
+        return None
+    experts, per_tok = model.num_experts, model.num_experts_per_tok
+    if not experts or not per_tok or experts <= per_tok or model.active_params_b <= 0:
+        return None
+    expert = (model.params_b - model.active_params_b) / (experts - per_tok)
+    layers = model.num_hidden_layers
+    share = min(n, layers) / layers * min(per_tok * expert / model.active_params_b, 1.0)
+    arg = ctx.engine.n_cpu_moe.arg or "n_cpu_moe"
+    return (
+        share,
+        f"{arg} {min(n, layers)} of {layers} layers' experts",
+        Evidence(arg, float(n), "0", "run"),
+    )
+
+
+def _all_layers_fit(ctx: RunContext) -> bool:
+    """``-ngl`` / ``num_gpu`` explicitly covers every layer (``-1`` or at least layers + 1), no
+    experts are sent to the CPU, and the physics says the weights and KV fit the GPU: a slow decode
+    then is the stack (DEC002), not offload. A request alone is not enough (``--fit`` may still
+    move layers when they do not fit)."""
+    ngl = ctx.engine.n_gpu_layers
+    layers = ctx.model.num_hidden_layers if ctx.model is not None else None
+    if ctx.engine.n_cpu_moe.value or not ngl.explicit or ngl.value is None or ctx.roofline is None:
+        return False
+    every = ngl.value < 0 or (layers is not None and ngl.value >= layers + 1)
+    return every and ctx.roofline.fits_in_memory is True

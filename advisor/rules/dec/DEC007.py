@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from advisor.rules import runtimes
+from advisor.rules import fixes, runtimes
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
@@ -27,7 +27,8 @@ class SpeculativeDecodingJudged(Rule):
     ## Fix
     Turn speculation off at high concurrency (or lower the number of drafted tokens), and keep it
     only where acceptance is high: vLLM ``--speculative-config`` with fewer
-    ``num_speculative_tokens``, SGLang ``--speculative-num-steps``, llama.cpp ``--spec-draft-n-max``.
+    ``num_speculative_tokens``, SGLang ``--speculative-num-steps``, llama.cpp ``--spec-draft-n-max``
+    (``--draft-max`` in builds before ggml-org/llama.cpp#22397).
 
     ## Example
     vLLM with an n-gram draft of 5 tokens serving 64 streams with an acceptance rate of 0.3.
@@ -67,7 +68,9 @@ class SpeculativeDecodingJudged(Rule):
                 {
                     "vllm": "Remove --speculative-config at this load, or lower num_speculative_tokens in it.",
                     "sglang": "Drop --speculative-algorithm at this load, or lower --speculative-num-steps.",
-                    "llamacpp": "Drop -md at this load, or lower --spec-draft-n-max.",
+                    "llamacpp": (
+                        f"Drop -md at this load, or lower {fixes.llamacpp_draft_max(ctx.run.setup.runtime_version)}."
+                    ),
                     "other": "Turn speculative decoding off at high concurrency or low acceptance.",
                 },
                 ctx.runtime,

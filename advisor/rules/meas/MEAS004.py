@@ -63,13 +63,28 @@ class MissingFieldsBlockDiagnosis(Rule):
         if not ctx.missing:
             return None
         blocked = sum(WEIGHTS.get(m.field, 1.0) for m in ctx.missing)
-        fields = ", ".join(m.field for m in ctx.missing)
         return Finding(
             severity=self.t("blocked").severity_of(blocked),
-            title=f"Missing {fields}: {ctx.missing[0].blocks} cannot be checked",
+            title=f"{_what_is_missing(ctx)}: {ctx.missing[0].blocks} cannot be checked",
             evidence=tuple(Evidence(m.field, m.reason, "given", "run") for m in ctx.missing),
             fix={"other": " ".join(f"{m.field}: {m.how}." for m in ctx.missing)},
             expected_gain=None,
             confidence=1.0,
             details={"missing": [m.to_dict() for m in ctx.missing]},
         )
+
+
+def _what_is_missing(ctx: RunContext) -> str:
+    """``Missing setup.hardware, …``; a model the file names but the catalog does not know is said
+    to be unknown, by name, rather than missing (the user did give it)."""
+    named = ctx.run.setup.model
+    unknown = isinstance(named, str) and bool(named.strip())
+    absent = [m.field for m in ctx.missing if not (unknown and m.field == "setup.model")]
+    parts: list[str] = []
+    if unknown and len(absent) < len(ctx.missing):
+        name = str(named).strip()
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        parts.append(f"The model {shown!r} (setup.model) is unknown to the catalog")
+    if absent:
+        parts.append(("missing " if parts else "Missing ") + ", ".join(absent))
+    return "; ".join(parts)

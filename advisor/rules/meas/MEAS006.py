@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from advisor.rules import whatif
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
@@ -17,7 +18,9 @@ class FasterThanPhysics(Rule):
     that ran: a different GPU, a quantized checkpoint declared as 16-bit, a mixture-of-experts
     model declared by its total parameters, more GPUs than stated, or a decode rate computed from
     a latency that excludes most tokens. Every physics-based finding on this run would be wrong,
-    so the decode findings are replaced by this one.
+    so the decode findings are replaced by this one. With more GPUs than one model copy uses
+    (``gpu_count`` above tensor × pipeline parallel), the streams are taken as shared by the
+    replicas, so each stream's ceiling is a replica's.
 
     ## Fix
     Check and correct ``setup.hardware``, ``setup.quantization``, ``setup.model`` (active
@@ -42,7 +45,16 @@ class FasterThanPhysics(Rule):
         decode = ctx.measured.decode_tok_s
         if cur is None or decode is None or ctx.engine.speculative.value:
             return None
-        ratio = decode / cur.decode_ceiling_batch_tok_s
+        ceiling = cur.decode_ceiling_batch_tok_s
+        replicas = self._replicas(ctx)
+        if replicas > 1 and cur.concurrency > 1:
+            # More GPUs than one model copy uses: the streams are shared by the replicas (data
+            # parallel, or P/D instances), so each one's batch, and its per-stream ceiling, is
+            # the replica's. The most generous split is the one a "faster than physics" claim needs.
+            per = whatif.reanalyse(ctx, concurrency=max(1, round(cur.concurrency / replicas)))
+            if per is not None:
+                ceiling = max(ceiling, per.decode_ceiling_batch_tok_s)
+        ratio = decode / ceiling
         severity = self.t("over_ceiling").severity_of(ratio)
         if not severity:
             return None
@@ -50,11 +62,11 @@ class FasterThanPhysics(Rule):
             severity=severity,
             title=(
                 f"Decode at {fmt(decode, 'tok/s')} is {ratio:.1f}× the physical ceiling of "
-                f"{fmt(cur.decode_ceiling_batch_tok_s, 'tok/s')} for {describe_setup(ctx)}: the "
+                f"{fmt(ceiling, 'tok/s')} for {describe_setup(ctx)}: the "
                 "declared setup is not what ran"
             ),
             evidence=(
-                Evidence("decode_tok_s", decode, f"<= {fmt(cur.decode_ceiling_batch_tok_s)}", "physics"),
+                Evidence("decode_tok_s", decode, f"<= {fmt(ceiling)}", "physics"),
                 Evidence(
                     "decode_source",
                     ctx.measured.decode_source or "",
@@ -74,3 +86,10 @@ class FasterThanPhysics(Rule):
             expected_gain=None,
             confidence=0.8,
         )
+
+    @staticmethod
+    def _replicas(ctx: RunContext) -> int:
+        """Model copies the stated GPUs hold: ``gpu_count`` ÷ (tensor × pipeline parallel)."""
+        s = ctx.run.setup
+        per_copy = max(s.tensor_parallel or 1, 1) * max(s.pipeline_parallel or 1, 1)
+        return max((s.gpu_count or 1) // per_copy, 1)

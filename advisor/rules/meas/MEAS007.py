@@ -5,7 +5,7 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt, is_reasoning_model, matter_cap, output_shortfall, ttft_typical
+from advisor.rules.helpers import annotate_fix, fmt, is_reasoning_model, matter_cap, output_shortfall, ttft_typical
 from advisor.rules.limits import TTFT_MS, TTFT_OBJECTIVES
 from advisor.rules.severity import Severity, damp
 
@@ -97,26 +97,30 @@ class ReasoningTokensInTtft(Rule):
             severity=severity,
             title=title,
             evidence=tuple(evidence),
-            fix={
-                "vllm": (
-                    'Send reasoning_effort: "low" (gpt-oss) or chat_template_kwargs: {"enable_thinking": false} '
-                    "(Qwen3) to time prefill; serve with --reasoning-parser so the answer is told apart, and "
-                    "measure the time to the first visible token."
-                ),
-                "sglang": (
-                    'Send chat_template_kwargs: {"enable_thinking": false} (Qwen3) or reasoning_effort (gpt-oss); '
-                    "serve with --reasoning-parser and measure the time to the first visible token."
-                ),
-                "llamacpp": (
-                    "Start llama-server with --reasoning-budget 0 to time prefill, or measure the time to the "
-                    "first visible token."
-                ),
-                "ollama": 'Send "think": false to time prefill, or measure the time to the first visible token.',
-                "other": (
-                    "Turn the model's thinking down (reasoning effort or its thinking switch) to time prefill, "
-                    "or measure the time to the first visible token."
-                ),
-            },
+            fix=annotate_fix(
+                {
+                    "vllm": (
+                        'Send reasoning_effort: "low" (gpt-oss) or chat_template_kwargs: {"enable_thinking": false} '
+                        "(Qwen3) to time prefill; serve with --reasoning-parser so the answer is told apart, and "
+                        "measure the time to the first visible token."
+                    ),
+                    "sglang": (
+                        'Send chat_template_kwargs: {"enable_thinking": false} (Qwen3) or reasoning_effort (gpt-oss); '
+                        "serve with --reasoning-parser and measure the time to the first visible token."
+                    ),
+                    "llamacpp": (
+                        "Start llama-server with --reasoning-budget 0 to time prefill, or measure the time to the "
+                        "first visible token."
+                    ),
+                    "ollama": 'Send "think": false to time prefill, or measure the time to the first visible token.',
+                    "other": (
+                        "Turn the model's thinking down (reasoning effort or its thinking switch) to time prefill, "
+                        "or measure the time to the first visible token."
+                    ),
+                },
+                ctx.runtime,
+                ctx.run.setup.runtime_version,
+            ),
             expected_gain=None,
             confidence=0.6,
             details={"ttft_breakdown": breakdown.to_dict()},

@@ -34,7 +34,7 @@ class LongPrompt(Rule):
 
     ## Example
     Llama-3.1-8B on an A10G with 6,000-token prompts: TTFT p50 1.6 s, most of it prefill. Halving
-    the prompt to 3,000 tokens brings it to about 0.8 s.
+    the prompt to 3,000 tokens brings it to about 0.7 s.
     """
 
     id = "PRE001"

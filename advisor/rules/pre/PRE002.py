@@ -7,6 +7,7 @@ from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import (
+    annotate_fix,
     fmt,
     matter_cap,
     prefill_advice_applies,
@@ -113,7 +114,7 @@ class RepeatedPrefixNotCached(Rule):
                 f"prefix caching is {state}"
             ),
             evidence=tuple(evidence),
-            fix=fixes.prefix_caching(),
+            fix=annotate_fix(fixes.prefix_caching(), ctx.runtime, ctx.run.setup.runtime_version),
             expected_gain=Gain(ttft_path, ttft_value, to),
             confidence=0.85 if caching.value is False and caching.explicit else 0.6,
         )

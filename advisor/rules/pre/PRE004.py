@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from advisor.rules import fixes
@@ -8,7 +9,7 @@ from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, BudgetPlan, limi
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_ratio
-from advisor.rules.helpers import fmt, matter_cap, prefill_rate, ttft_typical
+from advisor.rules.helpers import annotate_fix, fmt, matter_cap, prefill_rate, ttft_typical
 from advisor.rules.knobs import knob_name
 from advisor.rules.limits import TTFT_MS, TTFT_OBJECTIVES
 from advisor.rules.severity import Severity, damp
@@ -140,9 +141,13 @@ class BatchedTokensBudgetSmall(Rule):
                 Evidence(ttft_path, ttft_value, f"≈ {fmt(to)}", "physics"),
                 *stall,
             ),
-            fix=fixes.merge(
-                fixes.batched_tokens(target),
-                {k: "(watch ITL p99: larger budgets lengthen the steps decodes wait on)" for k in BUDGET_RUNTIMES},
+            fix=annotate_fix(
+                fixes.merge(
+                    fixes.batched_tokens(target),
+                    {k: "(watch ITL p99: larger budgets lengthen the steps decodes wait on)" for k in BUDGET_RUNTIMES},
+                ),
+                ctx.runtime,
+                ctx.run.setup.runtime_version,
             ),
             expected_gain=Gain(ttft_path, ttft_value, to),
             confidence=0.4 if tails is not None or saturated else 0.55,
@@ -159,20 +164,31 @@ class BatchedTokensBudgetSmall(Rule):
             + ", add capacity (replicas) so fewer prompts share a GPU's steps, or at scale disaggregate "
             "prefill from decode."
         )
-        fix = fixes.merge({k: alternatives for k in (*BUDGET_RUNTIMES, "other")}, fixes.prefix_caching())
+        fix: dict[str, str] = {k: alternatives for k in (*BUDGET_RUNTIMES, "other")}
+        if prefix_off:  # name the switch only where it is off; on, the shared prefix is cached already
+            fix = fixes.merge(fix, fixes.prefix_caching())
+        # The stall a larger budget would bring: the chunk at the budget a raise would propose
+        # (the plan's own target stays at the current budget when it is a conflict).
+        limits = limits_of(self)
+        larger = int(min(limits.raise_max, max(limits.raise_min, 2 ** math.ceil(math.log2(max(plan.uncached, 1.0))))))
+        running = min(ctx.measured.concurrency or 1.0, float(plan.current) * 0.75)
+        larger_ms = (
+            min(plan.chunk(larger, running), plan.uncached) / plan.rate_tok_s * 1000.0
+            if larger > plan.current
+            else plan.chunk_ms_now
+        )
         return Finding(
             severity=Severity.LOW,
             title=(
                 f"{name} {fmt(plan.current)} cannot meet both objectives: {fmt(plan.uncached)}-token prompts take "
-                f"{plan.steps_now} steps, and a larger chunk would stall streams for ≈ "
-                f"{fmt(plan.chunk_ms_target if plan.target > plan.current else plan.chunk_ms_now, 'ms')}"
+                f"{plan.steps_now} steps, and a larger chunk would stall streams for ≈ {fmt(larger_ms, 'ms')}"
             ),
             evidence=(
                 Evidence(name, ctx.engine.batched_tokens.describe(), "no value meets both objectives", "physics"),
                 Evidence(ttft[1], ttft[0], "lower with a larger budget", "run"),
-                Evidence("prefill_chunk_ms", plan.chunk_ms_now, "shorter with a smaller budget", "physics"),
+                Evidence("prefill_chunk_ms", plan.chunk_ms_now, f"≈ {fmt(larger_ms)} at {fmt(larger)}", "physics"),
             ),
-            fix=fix,
+            fix=annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
             action="enable-prefix-caching" if prefix_off else "add-capacity",
             confidence=0.4,
         )
@@ -189,11 +205,16 @@ class BatchedTokensBudgetSmall(Rule):
         if not arrivals or rate is None:
             return None
         required = arrivals * uncached
+        if min(chunk_now, chunk_new, rate[0]) <= 0.0:
+            return None
 
-        def capacity(c: float) -> float:
-            return c / ((step_ms + c / rate[0] * 1000.0) / 1000.0)
+        def utilisation(c: float) -> float:
+            # required ÷ capacity, where capacity = c ÷ (step + c ÷ rate): written as a product so
+            # a degenerate prefill rate gives inf (no answer below), never a division by zero.
+            return required * (step_ms / 1000.0 + c / rate[0]) / c
 
-        return required / capacity(chunk_now), required / capacity(chunk_new)
+        now, new = utilisation(chunk_now), utilisation(chunk_new)
+        return (now, new) if math.isfinite(now) and math.isfinite(new) else None
 
     def _tail_cap(self, ctx: RunContext) -> Severity | None:
         """LOW when ITL tails are near or over their objective, or already stretched."""

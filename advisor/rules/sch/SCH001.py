@@ -8,7 +8,7 @@ from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, limits_of, plan_
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap
-from advisor.rules.helpers import fmt, latency_label, matter_cap, prefill_rate
+from advisor.rules.helpers import annotate_fix, fmt, latency_label, matter_cap, prefill_rate
 from advisor.rules.knobs import knob_name
 from advisor.rules.limits import TAIL_OBJECTIVES, TAIL_RATIO
 
@@ -92,12 +92,16 @@ class PrefillInterference(Rule):
                     rate_source[1] if rate_source else "physics",
                 ),
             ),
-            fix=fixes.merge(
-                {k: v for k, v in fixes.batched_tokens(target).items() if k in (*BUDGET_RUNTIMES, "other")},
-                {
-                    k: "(TTFT rises slightly: each prompt takes more, shorter steps)"
-                    for k in (*BUDGET_RUNTIMES, "other")
-                },
+            fix=annotate_fix(
+                fixes.merge(
+                    {k: v for k, v in fixes.batched_tokens(target).items() if k in (*BUDGET_RUNTIMES, "other")},
+                    {
+                        k: "(TTFT rises slightly: each prompt takes more, shorter steps)"
+                        for k in (*BUDGET_RUNTIMES, "other")
+                    },
+                ),
+                ctx.runtime,
+                ctx.run.setup.runtime_version,
             ),
             expected_gain=Gain(f"{path}.p99", p99, to),
             confidence=0.65,

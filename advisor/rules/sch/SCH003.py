@@ -6,7 +6,7 @@ from advisor.rules.base import Evidence, Finding, Gain, Rule, Status
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap, slo_cap
-from advisor.rules.helpers import fmt, latency_label
+from advisor.rules.helpers import annotate_fix, fmt, latency_label
 from advisor.rules.severity import Severity, damp
 
 
@@ -112,21 +112,25 @@ class DisaggregationWorthwhile(Rule):
                     "run",
                 ),
             ),
-            fix={
-                "vllm": (
-                    "Run prefill and decode instances with --kv-transfer-config (e.g. NixlConnector) "
-                    "behind a P/D router (llm-d, Dynamo)."
-                ),
-                "sglang": (
-                    "Launch prefill and decode servers with --disaggregation-mode prefill / decode and "
-                    "--disaggregation-transfer-backend (mooncake or nixl), behind the SGLang router."
-                ),
-                "trtllm": "Use TensorRT-LLM disaggregated serving (separate context and generation servers).",
-                "other": (
-                    "Split prefill and decode into separate worker pools connected by KV transfer; size "
-                    "them from the prompt and output token rates."
-                ),
-            },
+            fix=annotate_fix(
+                {
+                    "vllm": (
+                        "Run prefill and decode instances with --kv-transfer-config (e.g. NixlConnector) "
+                        "behind a P/D router (llm-d, Dynamo)."
+                    ),
+                    "sglang": (
+                        "Launch prefill and decode servers with --disaggregation-mode prefill / decode and "
+                        "--disaggregation-transfer-backend (mooncake or nixl), behind the SGLang router."
+                    ),
+                    "trtllm": "Use TensorRT-LLM disaggregated serving (separate context and generation servers).",
+                    "other": (
+                        "Split prefill and decode into separate worker pools connected by KV transfer; size "
+                        "them from the prompt and output token rates."
+                    ),
+                },
+                ctx.runtime,
+                ctx.run.setup.runtime_version,
+            ),
             expected_gain=Gain(f"{label.lower()}_ms.p99", itl.p99, to),
             confidence=0.4,
         )

@@ -6,7 +6,7 @@ from advisor.rules import fixes
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt
+from advisor.rules.helpers import annotate_fix, fmt
 
 
 class DisaggregationOnSmallDeployment(Rule):
@@ -62,20 +62,26 @@ class DisaggregationOnSmallDeployment(Rule):
                 "than the isolation gains"
             ),
             evidence=tuple(evidence),
-            fix=fixes.merge(
-                {
-                    "vllm": (
-                        "Drop --kv-transfer-config and serve both phases in each instance with "
-                        "--max-num-batched-tokens 2048;"
-                    ),
-                    "sglang": (
-                        "Drop --disaggregation-mode and serve both phases in each server with "
-                        "--chunked-prefill-size 2048;"
-                    ),
-                    "trtllm": ("Serve context and generation in the same instances with enable_chunked_prefill: true;"),
-                    "other": "Serve both phases in the same instances with chunked prefill;",
-                },
-                {k: "use the freed GPUs as replicas." for k in ("vllm", "sglang", "trtllm", "other")},
+            fix=annotate_fix(
+                fixes.merge(
+                    {
+                        "vllm": (
+                            "Drop --kv-transfer-config and serve both phases in each instance with "
+                            "--max-num-batched-tokens 2048;"
+                        ),
+                        "sglang": (
+                            "Drop --disaggregation-mode and serve both phases in each server with "
+                            "--chunked-prefill-size 2048;"
+                        ),
+                        "trtllm": (
+                            "Serve context and generation in the same instances with enable_chunked_prefill: true;"
+                        ),
+                        "other": "Serve both phases in the same instances with chunked prefill;",
+                    },
+                    {k: "use the freed GPUs as replicas." for k in ("vllm", "sglang", "trtllm", "other")},
+                ),
+                ctx.runtime,
+                ctx.run.setup.runtime_version,
             ),
             expected_gain=None,
             confidence=0.6,

@@ -111,7 +111,9 @@ def test_ollama_num_parallel_default_follows_the_version(version: str, expected:
     [
         ("0.6.6", "nvidia-rtx-4090", 2048),
         ("0.6.7", "nvidia-rtx-4090", 4096),
-        ("0.15.5", "nvidia-l4", 32768),  # 24 GiB: the 32k tier (4k below 24 GiB)
+        ("0.15.5", "nvidia-rtx-4090", 32768),  # 24 GiB: the 32k tier (4k below 23 GiB)
+        ("0.15.5", "nvidia-l4", 4096),  # reports 23,034 MiB (22.5 GiB, ECC on): below 23 GiB
+        ("0.15.5", "nvidia-l40s", 32768),  # reports 46,068 MiB (45 GiB): below 47 GiB
         ("0.15.5", "nvidia-t4", 4096),
         ("0.15.5", "nvidia-h100-sxm", 262144),
         (None, "nvidia-rtx-4090", None),  # the default moved three times: unknown without a version
@@ -201,10 +203,12 @@ def test_llamacpp_slots_and_the_unified_kv_cache_follow_the_version(
 @pytest.mark.parametrize(
     ("hardware", "gpus", "expected"),
     [
-        ("nvidia-l4", 1, 32768),  # 24 GiB: at least 23
-        ("nvidia-t4", 1, 4096),  # 16 GiB
-        ("nvidia-t4", 2, 32768),  # Ollama sums the VRAM of every GPU: 32 GiB
-        ("nvidia-l4", 2, 262144),  # 48 GiB: at least 47
+        ("nvidia-rtx-4090", 1, 32768),  # 24 GiB: at least 23
+        ("nvidia-l4", 1, 4096),  # the driver reports 22.5 GiB (ECC on): what Ollama reads
+        ("nvidia-t4", 1, 4096),  # 15 GiB reported
+        ("nvidia-t4", 2, 32768),  # Ollama sums the VRAM of every GPU: 30 GiB
+        ("nvidia-l4", 2, 32768),  # 2 x 22.5 = 45 GiB: below 47
+        ("nvidia-rtx-4090", 2, 262144),  # 48 GiB: at least 47
     ],
 )
 def test_ollama_vram_tiers_sum_the_gpus(hardware: str, gpus: int, expected: int) -> None:

@@ -215,7 +215,35 @@ def test_quant_matrix_cells_read_from_the_kernels() -> None:
     assert "--quantization awq_marlin)" in fixes.weight_quant(4.0, "ampere")["sglang"]
 
 
-def test_kv_unified_is_bounded_by_the_split_kv_pull_request() -> None:
-    assert runtimes.versions_of("llamacpp", "--kv-unified") == "builds after ggml-org/llama.cpp#14363"
+def test_kv_unified_holds_from_build_5913_and_not_5912() -> None:
+    """ggml-org/llama.cpp#14847: b5912 has no kv_unified, b5913 logs it (the split-KV change #14363)."""
+    entry = runtimes._flags("llamacpp")["--kv-unified"]
+    assert entry.holds("5913") is True and entry.holds("b5913") is True
+    assert entry.holds("5912") is False
+    assert "14847" in entry.source
+    assert runtimes.versions_of("llamacpp", "--kv-unified") == "5913 and later"
     note = runtimes.annotate_fix({"llamacpp": "-np 4 --kv-unified"}, "llamacpp", None)["llamacpp"]
-    assert note.endswith("(--kv-unified: builds after ggml-org/llama.cpp#14363)")
+    assert note.endswith("(--kv-unified: 5913 and later)")
+
+
+@pytest.mark.parametrize(
+    ("name", "first", "before"),
+    [("--ep_size", "0.19.0", "0.18.2"), ("--extra_llm_api_options", "0.20.0", "0.18.2")],
+)
+def test_trtllm_serve_flags_hold_from_their_release_docs(name: str, first: str, before: str) -> None:
+    """Bounded by the versioned trtllm-serve docs: absent from 0.18.2's page, present from ``first``."""
+    entry = runtimes._flags("trtllm")[name]
+    assert entry.holds(first) is True
+    assert entry.holds(before) is False
+    assert entry.holds("1.0.0") is True
+    assert "0.18.2/commands/trtllm-serve.html" in entry.source
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["--max_num_tokens", "--max_batch_size", "--max_seq_len", "--tp_size", "--kv_cache_free_gpu_memory_fraction"],
+)
+def test_trtllm_serve_flags_of_0_18_2_are_unbounded(name: str) -> None:
+    """In the oldest versioned trtllm-serve page found (0.18.2) and in the source checked: no bound."""
+    entry = runtimes._flags("trtllm")[name]
+    assert entry.span.every_version and entry.holds("0.18.2") is True
