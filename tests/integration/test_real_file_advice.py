@@ -22,6 +22,7 @@ WORKLOAD_ACTIONS = {"shorten-prompt", "enable-prefix-caching", "reorder-prompt-p
 #: Engine tests: no prompt, prefix or queue advice on any of their runs.
 MICROBENCHMARK_DIRS = (
     "llama_bench", "llama_batched_bench", "vllm_offline", "sglang_one_batch", "sglang_offline", "trtllm_bench",
+    "llama_sweep_bench", "llama_benchy",
 )  # fmt: skip
 
 SEVERITIES = ("low", "moderate", "severe", "critical")
@@ -435,6 +436,106 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         MEAS004,
         "warn",
         "batched-bench at B 1-32: engine tests with no GPU named",
+        run=None,
+        cap="moderate",
+    ),
+    # --- ik_llama.cpp llama-sweep-bench and llama-benchy (issue 14): engine tests over KV depth ---
+    Case(
+        "llama_sweep_bench/ik-llama-cpp-discussion334-sweep-bench-log-gemma3-27b-qat-q4km-a6000-cut-after-two-rows.log",
+        MEAS004,
+        "warn",
+        "the log names the A6000, Q4_K_M and 'Gemma 3 27b It Qat', a general.name the catalog cannot place: say "
+        "the model is unknown, by name, on both rows",
+        run=None,
+        cap="moderate",
+        present=(("MEAS004", "'Gemma 3 27b It Qat' (setup.model) is unknown to the catalog"),),
+    ),
+    Case(
+        "llama_sweep_bench/ik-llama-cpp-discussion334-sweep-bench-log-gemma3-27b-qat-q4km-a6000-cut-after-two-rows.log",
+        ("DEC004", "moderate", "upgrade-bandwidth"),
+        "warn",
+        "with the model named, 34 tok/s at batch 1 is about three quarters of the A6000's bandwidth ceiling for "
+        "4.9-bit weights: quantization is spent, a faster card is the lever",
+        query="?model=gemma-3-27b",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_sweep_bench/ik-llama-cpp-discussion385-sweep-bench-xeon-cpu-only-qwen3-235b-and-30b-q8-two-tables-crlf.md.txt",
+        MEAS004,
+        "warn",
+        "two CPU-only sweeps whose models are named only in the headings: ask for model, quantization and CPU on all "
+        "64 rows",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_sweep_bench/ik-llama-cpp-pr494-sweep-bench-rtx4080-llama3-8b-iq1m-pp2048.md.txt",
+        MEAS004,
+        "warn",
+        "a bare sweep table: nothing names the GPU, model or quantization",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_benchy/llama-benchy-readme-0.2.2-gpt-oss-120b-depth-0-to-32768-no-prefix-caching.md.txt",
+        MEAS004,
+        "warn",
+        "gpt-oss-120b is known, the endpoint's GPU, quantization and engine are not: ask for them",
+        run=None,
+        cap="moderate",
+        present=(("MEAS004", "setup.hardware"),),
+    ),
+    Case(
+        "llama_benchy/llama-benchy-readme-0.2.2-gpt-oss-120b-depth-0-to-32768-no-prefix-caching.md.txt",
+        None,
+        None,
+        "on the DGX Spark its URL names, MXFP4 under vLLM: prompts of 2,048 + depth tokens up to 34,816 prefilled at "
+        "6.9-9.5k tok/s and decode near 70 tok/s; at most low notes (the step budget, the KV reads at 34k)",
+        query="?hardware=nvidia-dgx-spark-gb10&quantization=mxfp4&runtime=vllm",
+        run=None,
+        cap="low",
+    ),
+    Case(
+        "llama_benchy/llama-benchy-readme-0.2.2-gpt-oss-120b-prefix-caching-ctx-rows-c1-c2.md.txt",
+        MEAS004,
+        "warn",
+        "prefix caching, ctx_pp/ctx_tg rows and two concurrencies: the device and engine are still what to add",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_benchy/djangodevreng-llama-benchy0.4.0-dgx-spark-gb10-nemotron3-nano-30b-bf16-01-chat-c1-5-10.log",
+        MEAS004,
+        "warn",
+        "a whole llama-benchy stdout against vLLM: the served name resolves to Nemotron-3-Nano-30B-A3B, the GPU is "
+        "not in the log",
+        run=None,
+        cap="moderate",
+        present=(("MEAS004", "setup.hardware"),),
+    ),
+    Case(
+        "llama_benchy/djangodevreng-llama-benchy0.4.0-dgx-spark-gb10-nemotron3-nano-30b-bf16-01-chat-c1-5-10.log",
+        ("DEC001", "severe", "quantize-weights"),
+        "warn",
+        "on the DGX Spark in BF16, 29 tok/s per stream is 77% of the 38 tok/s a 3.6B-active MoE can read at 273 "
+        "GB/s: 8-bit weights are the lever (the run used BF16; the repo's FP8 profile exists)",
+        query="?hardware=nvidia-dgx-spark-gb10&quantization=bf16&runtime=vllm",
+        run=1,
+    ),
+    Case(
+        "llama_benchy/djangodevreng-llama-benchy0.4.0-dgx-spark-gb10-gemma4-26b-a4b-bf16-04-multi-turn-depth4-runner-report.md.txt",
+        MEAS004,
+        "warn",
+        "the runner's report around the table; gemma-4-26b-a4b is not in the catalog",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_benchy/llama-benchy-schemas-sample-0.2.2-mock-server-c1-c2-json.json",
+        MEAS004,
+        "warn",
+        "the tool's JSON sample, from its mock server (model 'test'): nothing to judge until a setup is named",
         run=None,
         cap="moderate",
     ),

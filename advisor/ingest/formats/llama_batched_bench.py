@@ -32,7 +32,7 @@ from advisor.ingest.formats.llama_bench import quantization_from_model_type
 from advisor.ingest.side_files import llamacpp_offload
 from advisor.ingest.values import as_float, as_int
 
-__all__ = ["PARSERS", "LlamaBatchedBenchParser"]
+__all__ = ["FLAGS", "PARSERS", "LlamaBatchedBenchParser", "after_table_error", "log_context"]
 
 _COLUMNS = ("PP", "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s")
 # Table column → the JSONL record's key.
@@ -52,7 +52,7 @@ _CRASH = re.compile(r"GGML_ASSERT\(.*?\) failed|CUDA error|HIP error|Segmentatio
 # "llm_load_print_meta: model ftype      = Q4_K - Medium".
 _FILE_TYPE = re.compile(r"(?:file type|model ftype)\s+=\s+(.+?)\s*$")
 # Settings → llama.cpp's own flag names (as the llama-bench parser writes them).
-_FLAGS = {
+FLAGS = {
     "n_kv_max": "ctx_size",
     "n_batch": "batch_size",
     "n_ubatch": "ubatch_size",
@@ -120,7 +120,7 @@ class LlamaBatchedBenchParser(ParserBase):
         if not rows:
             raise self.fail("no llama-batched-bench rows (PP | TG | B | N_KV | … table or JSONL)", "body")
         notes: list[str] = []
-        if header is not None and (error := _after_table_error(lines[header + 1 :])) is not None:
+        if header is not None and (error := after_table_error(lines[header + 1 :])) is not None:
             # A run that died mid-table: its rows are measurements, the cases after them never ran.
             notes.append(f"the log ends in an error after the table's last row ({error!r}): later cases did not run")
         # The loader's lines above the table (a 2>&1 log) say where the model sits.
@@ -133,15 +133,7 @@ class LlamaBatchedBenchParser(ParserBase):
     @staticmethod
     def _context(lines: Sequence[str]) -> dict[str, Any]:
         """Settings and model facts from the log above the table."""
-        found: dict[str, Any] = {}
-        for line in lines:
-            if (settings := _SETTINGS.match(line.strip())) is not None:
-                found.update({k: int(v) for k, v in _SETTING.findall(settings.group(1))})
-            elif (name := _MODEL_NAME.search(line)) is not None:
-                found.setdefault("model_name", name.group(1))
-            elif (file_type := _FILE_TYPE.search(line)) is not None:
-                found.setdefault("file_type", file_type.group(1))
-        return found
+        return log_context(lines)
 
     def _num(self, row: Mapping[str, Any], key: str, prefix: str) -> float:
         value = as_float(row.get(key), f"{prefix}{key}")
@@ -175,7 +167,7 @@ class LlamaBatchedBenchParser(ParserBase):
             metrics.e2e_ms = Percentiles(mean=total * 1000.0)
             metrics.total_throughput_tok_s = as_float(record.get("speed"))
         args: dict[str, Any] = {}
-        for key, flag in _FLAGS.items():
+        for key, flag in FLAGS.items():
             if (value := as_int(record.get(key))) is not None:
                 args[flag] = value
         flash = as_int(record.get("flash_attn"))
@@ -210,7 +202,22 @@ class LlamaBatchedBenchParser(ParserBase):
         ]
 
 
-def _after_table_error(lines: Sequence[str]) -> str | None:
+def log_context(lines: Sequence[str], settings: re.Pattern[str] = _SETTINGS) -> dict[str, Any]:
+    """Settings (the ``<func>: n_kv_max = …`` line matched by ``settings``), ``general.name`` and the
+    ``file type`` from a llama.cpp tool's log; shared with ``llama-sweep-bench``, whose settings line
+    has the same shape."""
+    found: dict[str, Any] = {}
+    for line in lines:
+        if (matched := settings.match(line.strip())) is not None:
+            found.update({k: int(v) for k, v in _SETTING.findall(matched.group(1))})
+        elif (name := _MODEL_NAME.search(line)) is not None:
+            found.setdefault("model_name", name.group(1))
+        elif (file_type := _FILE_TYPE.search(line)) is not None:
+            found.setdefault("file_type", file_type.group(1))
+    return found
+
+
+def after_table_error(lines: Sequence[str]) -> str | None:
     """The first crash message after the table's rows, if the log goes on to one."""
     for line in lines:
         if (crash := _CRASH.search(line)) is not None:

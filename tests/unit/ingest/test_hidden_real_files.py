@@ -23,7 +23,7 @@ from advisor.ingest.side_files import llamacpp_offload, ollama_resident_share
 from advisor.ingest.submission import parse_submission
 
 INGEST = Path(__file__).resolve().parents[2] / "fixtures" / "ingest"
-REAL_SIDE = Path(__file__).resolve().parent / "real_side_files"
+REAL_SIDE = Path(__file__).resolve().parents[2] / "fixtures" / "side_files"
 TRTLLM_1_1 = (
     INGEST / "trtllm_bench" / "ericgong2005-trtllm-1.1.0rc2-pytorch-llama-3.2-3b-rtx-pro-6000-c8-stepbystep.md.txt"
 )
