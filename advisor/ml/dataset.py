@@ -450,9 +450,18 @@ def observations_from_public(
     items: Iterable[PublicObservation], lookup: Callable[[str], HardwareSpec | None] | None = None
 ) -> list[Observation]:
     """:class:`PublicObservation` → :class:`Observation` (decode → ``decode_tok_s``, prefill →
-    ``prefill_tok_s``), grouped by device."""
+    ``prefill_tok_s``), grouped by device.
+
+    A decode rate measured at an unknown batch (``batch_unknown``: SGLang's request-rate runs) is
+    not a training observation: a per-stream rate has no ceiling without its batch, and taken at
+    batch 1 it charges the engine's per-step overhead with what the unknown batch cost (the rule
+    :func:`iter_fleet_observations` applies to fleet runs, whose decode counts only where the
+    concurrency is known). The physics prior still uses such rows as lower bounds
+    (:func:`advisor.ml.prior.calibrate`, from :func:`public_observations`)."""
     out: list[Observation] = []
     for item in items:
+        if item.batch_unknown and item.phase == "decode":
+            continue
         out.append(
             Observation(
                 target="decode_tok_s" if item.phase == "decode" else "prefill_tok_s",

@@ -13,6 +13,7 @@ imputation and scaling live in the scikit-learn Pipeline (:mod:`advisor.ml.pipel
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -25,11 +26,13 @@ __all__ = [
     "CATEGORICAL",
     "FEATURES",
     "NUMERIC",
+    "QUANT_KERNELS",
     "TREE_NEUTRAL",
     "FeatureInput",
     "feature_frame",
     "feature_row",
     "hardware_family",
+    "quant_kernel",
     "runtime_family",
     "tree_frame",
     "tree_rows",
@@ -61,8 +64,10 @@ NUMERIC: tuple[str, ...] = (
     "kv_read_share",
     "log_decode_ceiling",
     "decode_compute_bound",
-    # Last, so the column positions of artifacts fitted before it are unchanged.
+    # Last, so the column positions of artifacts fitted before them are unchanged.
     "prefill_attention_share",
+    "log_layers",
+    "quant_kernel",
 )
 FEATURES: tuple[str, ...] = CATEGORICAL + NUMERIC
 
@@ -71,7 +76,10 @@ FEATURES: tuple[str, ...] = CATEGORICAL + NUMERIC
 #: A compute figure otherwise acts as a fingerprint of the device that does not carry to others:
 #: with the catalog's vendor figures for Apple GPUs the decode trees split on it and
 #: leave-one-source-out decode error rose from 14 % to 16 % (docs/model.md).
-TREE_NEUTRAL: dict[str, tuple[str, ...]] = {"decode_tok_s": ("log_tflops", "tflops_estimated")}
+TREE_NEUTRAL: dict[str, tuple[str, ...]] = {
+    "decode_tok_s": ("log_tflops", "tflops_estimated", "log_layers", "quant_kernel"),
+    "prefill_tok_s": ("log_layers", "quant_kernel"),
+}
 _NEUTRAL_INDEX = {target: tuple(FEATURES.index(c) for c in cols) for target, cols in TREE_NEUTRAL.items()}
 
 #: Runtime → engine family. The family lets what is learnt about one continuous-batching server
@@ -85,6 +93,45 @@ _FAMILY: dict[str, str] = {
     "ollama": "llamacpp",
     "mlx": "mlx",
 }
+
+
+#: How a weight format is turned back into 16-bit values inside the decode matmul, from the
+#: cheapest to the costliest per weight (the codes of the ``quant_kernel`` column):
+#: ``float`` (nothing to unpack: F16/BF16, FP8 on FP8 units), ``affine`` (one scale, maybe a
+#: minimum, per small group: GGUF Q4_0…Q8_0, MLX n-bit, AWQ/GPTQ), ``k`` (GGUF k-quants:
+#: 6-bit sub-block scales inside 256-weight super-blocks), ``lookup`` (GGUF i-quants: lattice
+#: codebooks and non-linear tables, IQ2_XXS…IQ4_NL), ``microscaled`` (MXFP4/NVFP4: E2M1 values
+#: through a table, a shared exponent per 32 or 16). The decode base gives each its own
+#: unpacking cost per weight (:mod:`advisor.ml.base`): ggml's CPU and Metal i-quant kernels
+#: decode a codebook index per few weights, its k-quant kernels unpack the sub-block scales
+#: first (ggml-quants.c), so on hardware with little compute per byte they run well below the
+#: bandwidth the bits alone would allow.
+QUANT_KERNELS: tuple[str, ...] = ("float", "affine", "k", "lookup", "microscaled")
+_K_QUANT = re.compile(r"(?:^|[^a-z])q\d_k(?:$|[^a-z0-9])")
+_I_QUANT = re.compile(r"(?:^|[^a-z])iq\d")
+_AFFINE = re.compile(r"(?:^|[^a-z])q\d_[01](?:$|[^0-9])")
+
+
+def quant_kernel(quant: QuantSpec | None) -> int | None:
+    """The :data:`QUANT_KERNELS` code of a weight format (None when unknown), from its family
+    and its GGUF type name (``Q4_K_M``, ``gguf-iq2_xxs``, ``GGUF Q4_0``)."""
+    if quant is None:
+        return None
+    family = quant.family.strip().lower()
+    if family == "float":
+        return 0
+    if family in ("mx", "nv"):
+        return 4
+    if family in ("int", "custom"):
+        return 1
+    text = f"{quant.id} {quant.name}".lower()
+    if _I_QUANT.search(text):
+        return 3
+    if _K_QUANT.search(text):
+        return 2
+    if _AFFINE.search(text):
+        return 1
+    return None
 
 
 def runtime_family(runtime: str | None) -> str | None:
@@ -134,6 +181,12 @@ def feature_row(item: FeatureInput) -> tuple[object, ...]:
       (:attr:`advisor.physics.Roofline.prefill_attention_share`), which grows with KV depth and
       prompt length; the prefill base gives it its own efficiency (:mod:`advisor.ml.base`); 0
       without a prompt (the ceiling is then the matmul asymptote).
+    * ``log_layers``: log of the model's transformer layers (NaN when the spec lacks it). A
+      llama.cpp decode step launches the same kernels once per layer, so its fixed cost grows
+      with the depth of the model, not with its size (the decode base, :mod:`advisor.ml.base`;
+      an engine that pipelines the host's work behind the device's pays its overhead per step,
+      ``PER_STEP_FAMILIES``).
+    * ``quant_kernel``: the :data:`QUANT_KERNELS` code of the weight format (NaN when unknown).
     """
     roof = item.roofline
     tp = max(roof.tensor_parallel, 1)
@@ -169,6 +222,8 @@ def feature_row(item: FeatureInput) -> tuple[object, ...]:
         _log(roof.decode_ceiling_batch_tok_s),
         float(roof.decode_bound == "compute"),
         _share(roof.prefill_attention_share),
+        _log(model.num_hidden_layers) if model is not None and model.num_hidden_layers else math.nan,
+        float(kernel) if (kernel := quant_kernel(quant)) is not None else math.nan,
     )
 
 

@@ -61,7 +61,7 @@ def test_fit_list_activate_predict_rollback(client: Any) -> None:
 
     job = _fit(client, notes="first")
     version = job["result"]["version"]
-    assert job["result"]["n_train"] == 855 and job["result"]["fleet_runs"] == 0
+    assert job["result"]["n_train"] == 847 and job["result"]["fleet_runs"] == 0
     assert job["started_at"] and job["finished_at"] and job["error"] is None
 
     listed = client.get("/api/v1/models").json()

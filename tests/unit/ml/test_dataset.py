@@ -17,8 +17,10 @@ from advisor.ml.dataset import (
     fleet_observations,
     hardware_group,
     load_public_rows,
+    observations_from_public,
     reference,
 )
+from advisor.ml.dataset import public_observations as public_observations_of
 from advisor.ml.prior import DECODE_EFFICIENCY, PREFILL_ATTENTION_SLOWDOWN, PREFILL_EFFICIENCY, calibrate
 from advisor.physics import analyse
 
@@ -46,7 +48,8 @@ def test_prior_constants_still_come_out_of_the_shared_observations() -> None:
 
 def test_public_observations_by_target_and_source(public_observations: list[Observation]) -> None:
     counts = Counter((o.target, o.source) for o in public_observations)
-    assert sum(v for (t, _), v in counts.items() if t == "decode_tok_s") == 444
+    # 452 decode rows, less SGLang's 8 measured at an unknown batch (not a decode target)
+    assert sum(v for (t, _), v in counts.items() if t == "decode_tok_s") == 436
     assert sum(v for (t, _), v in counts.items() if t == "prefill_tok_s") == 411
     # skipped entirely: offline TensorRT-LLM aggregates; ik_llama.cpp rows are a fork
     assert not any(src == "TRTLLM_PERF" for _, src in counts)
@@ -156,3 +159,20 @@ def test_reference_per_target() -> None:
     assert reference("itl_p99_ms", roof) == roof.itl_floor_ms
     with pytest.raises(KeyError):
         reference("e2e_ms", roof)
+
+
+def test_a_decode_rate_at_an_unknown_batch_is_not_a_training_observation(
+    public_observations: list[Observation],
+) -> None:
+    # SGLang's request-rate runs report a per-stream TPOT at a batch nobody recorded: the prior
+    # keeps them as lower bounds (public_observations flags them), the fitted decode target drops them.
+    catalog = Catalog.default()
+    items = list(
+        public_observations_of(load_public_rows(), catalog_model_shape(catalog), catalog_hardware_lookup(catalog))
+    )
+    unknown = [i for i in items if i.batch_unknown]
+    assert len(unknown) == 8 and {i.source for i in unknown} == {"SGLANG_V030"}
+    assert all(i.phase == "decode" for i in unknown)
+    assert not any(o.source == "SGLANG_V030" and o.target == "decode_tok_s" for o in public_observations)
+    kept = observations_from_public(unknown + [i for i in items if not i.batch_unknown][:3])
+    assert len(kept) == 3 and not any(o.source == "SGLANG_V030" for o in kept)

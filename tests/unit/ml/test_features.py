@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from advisor.ml.features import CATEGORICAL, FEATURES, NUMERIC, FeatureInput, feature_frame, feature_row
+from advisor.ml.features import (
+    CATEGORICAL,
+    FEATURES,
+    NUMERIC,
+    QUANT_KERNELS,
+    FeatureInput,
+    feature_frame,
+    feature_row,
+    quant_kernel,
+)
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, analyse
 
 H100 = HardwareSpec("nvidia-h100-sxm", "H100", "gpu", "NVIDIA", 3350, 80, 989.5, 989.5, 1979, 1979)
@@ -71,3 +80,41 @@ def test_frame_types() -> None:
     assert all(frame[c].dtype == object for c in CATEGORICAL)
     assert all(frame[c].dtype == float for c in NUMERIC)
     assert frame.loc[1, "vendor"] is None
+
+
+def test_layers_and_the_quant_kernel() -> None:
+    roof = analyse(SPARK, MOE, Q4, prompt_tokens=512, output_tokens=32)
+    row = _row(FeatureInput(roof, "llamacpp", "gpu", SPARK, MOE, Q4))
+    assert row["log_layers"] == pytest.approx(math.log(48))
+    assert QUANT_KERNELS[int(row["quant_kernel"])] == "k"  # type: ignore[call-overload]
+    bare = _row(FeatureInput(roof, "llamacpp", "gpu"))
+    assert math.isnan(bare["log_layers"]) and math.isnan(bare["quant_kernel"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("quant", "kernel"),
+    [
+        (QuantSpec("f16-bf16", "F16 / BF16", 16, "float"), "float"),
+        (QuantSpec("fp8-e4m3", "FP8 E4M3", 8, "float"), "float"),
+        (QuantSpec("gguf-q8_0", "GGUF Q8_0", 8.5, "gguf"), "affine"),
+        (QuantSpec("Q4_0", "Q4_0", 4.55, "gguf"), "affine"),
+        (QuantSpec("Q5_1", "Q5_1", 6.0, "gguf"), "affine"),
+        (QuantSpec("awq-int4-g128", "AWQ 4-bit (group size 128)", 4.16, "int"), "affine"),
+        (QuantSpec("MLX 4-bit", "MLX 4-bit", 4.5, "custom"), "affine"),
+        (QuantSpec("gguf-q4_k_m", "GGUF Q4_K_M (mix)", 4.89, "gguf"), "k"),
+        (QuantSpec("Q2_K_S", "Q2_K_S", 2.97, "gguf"), "k"),
+        (QuantSpec("GGUF Q6_K", "GGUF Q6_K", 6.56, "gguf"), "k"),
+        (QuantSpec("IQ2_XXS", "IQ2_XXS", 2.39, "gguf"), "lookup"),
+        (QuantSpec("gguf-iq4_xs", "GGUF IQ4_XS", 4.25, "gguf"), "lookup"),
+        (QuantSpec("mxfp4", "MXFP4 (OCP Microscaling)", 4.25, "mx"), "microscaled"),
+        (QuantSpec("nvfp4", "NVFP4", 4.5, "nv"), "microscaled"),
+    ],
+)
+def test_quant_kernel_classes(quant: QuantSpec, kernel: str) -> None:
+    code = quant_kernel(quant)
+    assert code is not None and QUANT_KERNELS[code] == kernel
+
+
+def test_an_unknown_weight_format_has_no_kernel_class() -> None:
+    assert quant_kernel(QuantSpec("q", "q", 4.0, "gguf")) is None
+    assert quant_kernel(None) is None
