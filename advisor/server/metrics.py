@@ -23,6 +23,7 @@ of every worker whichever one answers the scrape.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -62,15 +63,35 @@ RECOMMENDATIONS = Counter(
 VERDICTS = Counter("advisor_verdicts_total", "Analyses stored, by verdict.", ["verdict"])
 
 
+# The label children, looked up once per label values: ``labels()`` takes the metric's lock and
+# builds its key on every call, and these run for every stored run. The label values are bounded
+# (formats, runtimes, verdicts, actions, severities); the metrics are module constants, never
+# cleared, so a child stays the one the registry exposes (in multiprocess mode too: its value
+# lives in this process's file either way).
+@functools.lru_cache(maxsize=1024)
+def _ingested(format_id: str, runtime: str) -> Any:
+    return RUNS_INGESTED.labels(format=format_id, runtime=runtime)
+
+
+@functools.lru_cache(maxsize=256)
+def _verdict(verdict: str) -> Any:
+    return VERDICTS.labels(verdict=verdict)
+
+
+@functools.lru_cache(maxsize=1024)
+def _recommendation(action: str, severity: str) -> Any:
+    return RECOMMENDATIONS.labels(action=action, severity=severity)
+
+
 def record_ingested(format_id: str, runtime: str | None, n: int = 1) -> None:
-    RUNS_INGESTED.labels(format=format_id, runtime=runtime or "unknown").inc(n)
+    _ingested(format_id, runtime or "unknown").inc(n)
 
 
 def record_analysis(verdict: str, recommendations: Iterable[tuple[str, str]]) -> None:
     """One stored analysis: its verdict and its recommendations' ``(action, severity)``."""
-    VERDICTS.labels(verdict=verdict).inc()
+    _verdict(verdict).inc()
     for action, severity in recommendations:
-        RECOMMENDATIONS.labels(action=action, severity=severity).inc()
+        _recommendation(action, severity).inc()
 
 
 async def database_gauges(engine: AsyncEngine) -> bytes:
