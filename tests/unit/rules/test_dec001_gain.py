@@ -139,3 +139,42 @@ def test_from_w8a8_fp8_to_weight_only_awq_prefill_slows_down() -> None:
     assert isinstance(method, str) and method.startswith("awq")
     assert _speedup(rec, "prefill_speedup") == pytest.approx(0.5, rel=0.02)
     assert _speedup(rec) > 1.0
+
+
+@pytest.mark.parametrize(
+    ("runtime", "version", "hardware", "now", "method"),
+    [
+        ("sglang", "0.5.5", "nvidia-h100-sxm", "bf16", "fp8 w8a8"),
+        ("tgi", "3.0.0", "nvidia-h100-sxm", "bf16", "fp8 w8a8"),
+        ("tgi", "3.0.0", "nvidia-a10g", "bf16", "fp8 weight-only"),
+        ("sglang", "0.5.5", "nvidia-h100-sxm", "fp8", "awq weight-only"),
+        ("tgi", "3.0.0", "nvidia-h100-sxm", "fp8", "awq weight-only"),
+        ("trtllm", "1.0.0", "nvidia-a100-sxm-80gb", "bf16", "int8_weight_only weight-only"),
+        ("trtllm", "1.0.0", "nvidia-b200", "fp8", "nvfp4 w8a8"),
+        ("vllm", "0.11.0", "nvidia-b200", "fp8", "nvfp4 w8a8"),
+        ("mlx", "0.26.0", "apple-m2-max", "bf16", "mlx weight-only"),
+    ],
+)
+def test_every_estimated_row_says_so_and_costs_confidence(
+    runtime: str, version: str, hardware: str, now: str, method: str
+) -> None:
+    """Each quant_support.toml row still marked "estimate:" (no published or measured figure, no
+    same-device pairs): the finding names it an estimate and takes 0.1 off its confidence, while a
+    documented row on the same kind of step keeps the full confidence."""
+    rec = _advise(
+        {"setup": {"runtime": runtime, "runtime_version": version, "hardware": hardware, "quantization": now}}
+    )
+    assert next(e for e in rec.evidence if e.metric == "quant_support").found == method
+    row = next(e for e in rec.evidence if e.metric == "expected_speedup")
+    assert "the gain is an estimate" in row.expected
+    assert "estimate:" in row.expected  # the row's own reason, with its sources
+    full = 0.75 if now == "bf16" else 0.55  # the 8-bit and the 4-bit step's confidence
+    assert rec.confidence == pytest.approx(full - 0.1)
+
+
+@pytest.mark.parametrize(("runtime", "hardware"), [("vllm", "nvidia-h100-sxm"), ("trtllm", "nvidia-h100-sxm")])
+def test_a_documented_row_keeps_full_confidence(runtime: str, hardware: str) -> None:
+    rec = _advise({"setup": {"runtime": runtime, "runtime_version": "0.11.0", "hardware": hardware}})
+    row = next(e for e in rec.evidence if e.metric == "expected_speedup")
+    assert "the gain is an estimate" not in row.expected
+    assert rec.confidence == pytest.approx(0.75)
