@@ -291,11 +291,34 @@ def rule_fix_flags(rule: type) -> dict[str, set[str]]:
         if known:
             out.setdefault(runtime, set()).update(known)
 
+    # Per-runtime parts a rule builds with ``parts.append(...)`` and keys in a loop over
+    # ``(("vllm", parts), ...)`` (DEC002), and ``fix["tgi"] = ...`` assignments.
+    appended: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend")
+            and isinstance(node.func.value, ast.Name)
+        ):
+            appended.setdefault(node.func.value.id, []).extend(text_of(a) for a in node.args)
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value in table():
                     add(key.value, flags_in(text_of(value)))
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value in table()
+                ):
+                    add(str(target.slice.value), flags_in(text_of(node.value)))
+        elif isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            key, parts = node.elts
+            if isinstance(key, ast.Constant) and key.value in table() and isinstance(parts, ast.Name):
+                add(str(key.value), flags_in(" ".join(appended.get(parts.id, []))))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             owner = node.func.value
             if (

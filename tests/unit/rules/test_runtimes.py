@@ -247,3 +247,148 @@ def test_trtllm_serve_flags_of_0_18_2_are_unbounded(name: str) -> None:
     """In the oldest versioned trtllm-serve page found (0.18.2) and in the source checked: no bound."""
     entry = runtimes._flags("trtllm")[name]
     assert entry.span.every_version and entry.holds("0.18.2") is True
+
+
+# --- Static: every flag a rule's source can emit, in branches no case reaches too ------------------
+
+#: Flags of benchmark clients and system tools that fixes keyed "other" name (not engine flags, so
+#: not in runtimes.toml): vllm bench serve / guidellm / genai-perf / sglang.bench_serving request
+#: counts and warm-up, ``python -m``, and ``nvidia-smi -q -d``.
+_CLIENT_TOOL_FLAGS = {"--num-prompts", "--max-requests", "--request-count", "--warmup-request-count", "-m", "-q", "-d"}
+
+
+def _text(node: object) -> str:
+    """The string a node builds, f-string holes read as ``0`` (so ``f"{n}-token"`` stays a word)."""
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_text(v) if isinstance(v, ast.Constant) else "0" for v in node.values)
+    if isinstance(node, ast.AST):
+        return " ".join(_text(child) for child in ast.iter_child_nodes(node))
+    return ""
+
+
+def _rule_sources() -> dict[str, object]:
+    import ast
+    import inspect
+
+    from advisor.rules import helpers
+    from advisor.rules.registry import get_rules
+
+    modules = {inspect.getmodule(type(rule)) for rule in get_rules()} | {fixes, helpers}
+    return {m.__name__: ast.parse(inspect.getsource(m)) for m in modules if m is not None}
+
+
+def _runtime_keyed_texts(tree: object) -> list[tuple[int, str, str]]:
+    """(line, runtime, text) for every fix text the source keys by runtime: literal dicts, ``fix["tgi"] =``
+    assignments, and ``("vllm", parts)`` pairs whose ``parts`` list is filled by ``.append(...)``."""
+    import ast
+
+    assert isinstance(tree, ast.AST)
+    appended: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend")
+            and isinstance(node.func.value, ast.Name)
+        ):
+            appended.setdefault(node.func.value.id, []).extend(_text(a) for a in node.args)
+    out: list[tuple[int, str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value in _RUNTIMES:
+                    out.append((node.lineno, str(key.value), _text(value)))
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value in _RUNTIMES
+                ):
+                    out.append((node.lineno, str(target.slice.value), _text(node.value)))
+        elif isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            key, parts = node.elts
+            if isinstance(key, ast.Constant) and key.value in _RUNTIMES and isinstance(parts, ast.Name):
+                out.append((node.lineno, str(key.value), " ".join(appended.get(parts.id, []))))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "flag"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "runtimes"
+            and len(node.args) == 2
+            and all(isinstance(a, ast.Constant) for a in node.args)
+        ):
+            runtime, name = (a.value for a in node.args)  # type: ignore[attr-defined]
+            out.append((node.lineno, str(runtime), str(name)))
+    return out
+
+
+def test_every_flag_a_rules_source_keys_by_runtime_is_in_that_runtimes_table() -> None:
+    """Read from the source, so a fix branch no case fires is checked too (the case test above
+    only sees the fixes that fired)."""
+    problems: list[str] = []
+    seen = 0
+    for module, tree in _rule_sources().items():
+        for line, runtime, text in _runtime_keyed_texts(tree):
+            for name in runtimes.flags_in(text):
+                seen += 1
+                if not runtimes.is_known_flag(runtime, name):
+                    problems.append(f"{module}:{line} {runtime} {name}")
+    assert seen > 80  # the walk really reaches the fix texts
+    assert problems == []
+
+
+def test_every_flag_shaped_string_in_a_rule_is_tabled_or_a_client_tool() -> None:
+    """Any flag a rule's strings name (prose, "other" fixes, titles; not docstrings) is an engine
+    flag of some runtime's table or one of the benchmark-client flags above."""
+    import ast
+
+    known = {f.flag for table in runtimes.table().values() for f in table.flags}
+    problems: list[str] = []
+    for module, tree in _rule_sources().items():
+        if module == "advisor.rules.helpers":  # model-name markers ("-r1-"), no fix text
+            continue
+        assert isinstance(tree, ast.AST)
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        docstrings |= {  # an f-string's literal parts are read with the f-string
+            id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr) or (
+                isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            ):
+                for name in runtimes.flags_in(_text(node)):
+                    if name.startswith("-") and name not in known and name not in _CLIENT_TOOL_FLAGS:
+                        problems.append(f"{module}:{node.lineno} {name}")
+    assert sorted(set(problems)) == []
+
+
+def test_the_static_walk_sees_a_branch_no_case_fires() -> None:
+    """The walk reads DEC002's per-runtime parts (built with .append and keyed in a loop) and
+    CFG001's fix["tgi"] assignment."""
+    texts = {(m, rt) for m, tree in _rule_sources().items() for _l, rt, _t in _runtime_keyed_texts(tree)}
+    assert ("advisor.rules.dec.DEC002", "llamacpp") in texts
+    assert ("advisor.rules.cfg.CFG001", "tgi") in texts
+
+
+@pytest.mark.parametrize(
+    ("build", "value"), [("6250", False), ("6324", False), ("6325", "auto"), ("b6327", "auto"), (None, "auto")]
+)
+def test_llamacpp_flash_attention_default_turns_auto_at_build_6325(build: str | None, value: object) -> None:
+    """ggml-org/llama.cpp#15434 ("use FA + max. GPU layers by default"), first tag b6325: every
+    build gets a default now (the 6251-6326 gap the earlier bounds left is closed)."""
+    entry = runtimes.default("llamacpp", "flash_attention", build)
+    assert entry is not None and entry.value == value
+    assert "15434" in entry.source and "b6325" in entry.source
