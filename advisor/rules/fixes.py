@@ -112,16 +112,21 @@ _VLLM_ROCM_KV_CAVEAT = (
     "vLLM's ROCm attention backend takes an FP8 cache; calibrate the KV scales (the default scale of "
     "1.0 can cost accuracy)."
 )
+#: vLLM on Hopper/Blackwell: the backends take an FP8 cache, but the scales still default to 1.0
+#: without calibration (docs features/quantization/quantized_kvcache: "No calibration (default
+#: scales): All quantization scales are set to 1.0"; a calibrated checkpoint is the recommended path).
+_VLLM_NATIVE_KV_CAVEAT = "Calibrate the KV scales (the default scale of 1.0 can cost accuracy)."
 
 
 def kv_cache_quant(generation: str | None = None) -> dict[str, str]:
     """Store the KV cache in 8 bits, each runtime's text with its own caveats: vLLM's backend and
-    scale caveats off Hopper/Blackwell (FlashInfer or Triton on NVIDIA, its ROCm backend on AMD),
-    SGLang's fused-backend warning, TGI's CUDA-only FP8 cache, TensorRT-LLM's FP8 generations."""
+    scale caveats off Hopper/Blackwell (FlashInfer or Triton on NVIDIA, its ROCm backend on AMD) and
+    the scale caveat on them, SGLang's fused-backend warning, TGI's CUDA-only FP8 cache, TensorRT-LLM's
+    FP8 generations."""
     native = generation in ("hopper", "blackwell")
     amd = (generation or "").startswith(("cdna", "rdna"))
     gen = _GENERATION_LABEL.get(generation or "", generation or "this GPU")
-    vllm_caveat = "" if native else f" {_VLLM_ROCM_KV_CAVEAT if amd else FP8_KV_CAVEAT}"
+    vllm_caveat = f" {_VLLM_NATIVE_KV_CAVEAT}" if native else f" {_VLLM_ROCM_KV_CAVEAT if amd else FP8_KV_CAVEAT}"
     sglang_caveat = "" if native else f" {_SGLANG_KV_CAVEAT}"
     # launcher/src/main.rs (v3.3.7): "the only supported value are `fp8_e4m3fn` and `fp8_e5m2` on CUDA".
     tgi = (

@@ -45,7 +45,7 @@ class SpeculativeDecodingJudged(Rule):
     def evaluate(self, ctx: RunContext) -> Finding | None:
         if not ctx.engine.speculative.value:
             return None
-        conc = ctx.measured.concurrency
+        conc = _decoding_streams(ctx)
         acceptance = _acceptance(ctx)
         by_load = self.t("concurrency").severity_of(conc)
         by_accept = self.t("acceptance").severity_of(acceptance)
@@ -78,6 +78,17 @@ class SpeculativeDecodingJudged(Rule):
             ),
             confidence=0.5,
         )
+
+
+def _decoding_streams(ctx: RunContext) -> float | None:
+    """Streams that share one verify step: the offered concurrency, capped by the engine's batch
+    (``--max-num-seqs``, TensorRT-LLM ``--max_batch_size``, ``-np``...). Requests queued beyond the cap
+    wait and do not batch with the drafts (a real trtllm-bench report: 505 in flight, batch size 10)."""
+    conc = ctx.measured.concurrency
+    cap = ctx.engine.max_num_seqs.value
+    if conc is not None and isinstance(cap, int | float) and not isinstance(cap, bool) and cap > 0:
+        return min(conc, float(cap))
+    return conc
 
 
 def _acceptance(ctx: RunContext) -> float | None:

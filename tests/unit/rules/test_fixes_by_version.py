@@ -43,6 +43,8 @@ def test_tgi_concurrency_fix_does_not_ask_to_size_an_ignored_flag() -> None:
         ("ampere", "vllm", "FlashInfer", ""),
         ("cdna3", "vllm", "ROCm", "FlashInfer"),
         ("hopper", "vllm", "--kv-cache-dtype fp8.", "FlashInfer"),
+        ("hopper", "vllm", "Calibrate the KV scales", "FlashInfer"),  # the scales default to 1.0 everywhere
+        ("blackwell", "vllm", "Calibrate the KV scales", "FlashInfer"),
         ("ada", "trtllm", "kv_cache_config", "FlashInfer"),
         ("ampere", "trtllm", "needs Ada, Hopper or Blackwell", "vllm"),
         ("cdna3", "tgi", "CUDA only", "FlashInfer"),
