@@ -10,6 +10,12 @@ DETAILS``, ``= WORLD + RUNTIME INFORMATION`` and ``= PERFORMANCE OVERVIEW`` sect
 into the same dictionary, so both give the same run. Before 0.18 the overview printed one "Token
 Throughput (tokens/sec)", which was output tokens ÷ total latency.
 
+A speculative run (``speculative_config`` in ``--extra_llm_api_options``) adds ``decoding_stats``
+(``mode``, e.g. "Eagle", and draft/acceptance percentiles), printed as ``= DECODING STATISTICS
+(<mode>)`` with ``[AL] AVERAGE`` (acceptance length) lines: its mode is kept as
+``engine_args.speculative_algorithm``, so the rules know its decode is not bound by one weight read
+per token.
+
 ``TPOT`` is trtllm-bench's per-user time per output token (TPOT); ``avg_num_concurrent_requests`` is
 measured, not configured; the benchmark queues every request at once (offline)
 unless ``--concurrency`` caps the requests in flight.
@@ -63,6 +69,9 @@ _BREAKDOWN_KEYS = {
     "TTFT": ("streaming_metrics", "ttft_percentiles"),
     "TPOT": ("streaming_metrics", "tpot_percentiles"),
 }
+# "= DECODING STATISTICS (Eagle)": report_statistics prints decoding_stats["mode"] in the header.
+_DECODING_HEADER = re.compile(r"^\s*= DECODING STATISTICS \((?P<mode>[^)]*)\)")
+_ACCEPTANCE_LENGTH = re.compile(r"^\s*\[AL\]\s+AVERAGE\s*:\s*(?P<value>\S+)")
 _SECTIONS = ("= PERFORMANCE OVERVIEW", "= WORLD + RUNTIME INFORMATION")
 _STATS = {"minimum": "min", "maximum": "max", "average": "mean", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99"}
 _NONE = ("none", "null", "")
@@ -96,6 +105,11 @@ def report_from_log(text: str) -> dict[str, Any]:
             machine = lines[i + 2].split(",")[0].strip()
             if machine and not machine.startswith("="):
                 report.setdefault("machine", {}).setdefault("name", machine)
+        elif (match := _DECODING_HEADER.match(line)) is not None:
+            report.setdefault("decoding_stats", {}).setdefault("mode", match.group("mode").strip())
+        elif (match := _ACCEPTANCE_LENGTH.match(line)) is not None and "decoding_stats" in report:
+            lengths = report["decoding_stats"].setdefault("acceptance_length_percentiles", {})
+            lengths.setdefault("average", _value(match.group("value")))
         elif (match := _LABEL_LINE.match(line)) is not None:
             section, key = _LABELS[match.group("label")]
             report.setdefault(section, {}).setdefault(key, _value(match.group("value")))
@@ -130,6 +144,20 @@ def _percentiles(stats: object, field: str) -> Percentiles:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value.lower() not in _NONE else None
+
+
+def _speculative(decoding: dict[str, Any], setup: Setup, notes: list[str]) -> None:
+    """``decoding_stats`` is written only for a speculative run (reporting.py, ``spec_decoding``)."""
+    mode = _text(decoding.get("mode"))
+    if mode is None:
+        return
+    setup.engine_args["speculative_algorithm"] = mode
+    length = as_float(as_dict(decoding.get("acceptance_length_percentiles")).get("average"))
+    rate = as_float(as_dict(decoding.get("draft_acceptance_rate_percentiles")).get("average"))
+    told = [f"{length:.2f} tokens per step accepted on average" if length is not None else None]
+    told.append(f"draft acceptance rate {rate:.2f}" if rate is not None else None)
+    said = ", ".join(t for t in told if t)
+    notes.append(f"speculative decoding ({mode}){': ' + said if said else ''}: decode is not one weight read per token")
 
 
 def parse_report(report: dict[str, Any]) -> CanonicalRun:
@@ -214,6 +242,7 @@ def parse_report(report: dict[str, Any]) -> CanonicalRun:
         setup.engine_args["ep_size"] = ep
     if (backend := _text(engine.get("backend"))) is not None:
         setup.engine_args["backend"] = backend.lower()
+    _speculative(as_dict(report.get("decoding_stats")), setup, notes)
     return CanonicalRun(setup=setup, workload=workload, metrics=metrics, source=Source(notes=notes))
 
 
