@@ -13,6 +13,15 @@ aiperf changed layout twice: June 2025 files nest the metrics under ``records`` 
 top level. All three are read. Schema 1.4 adds ``warmup_metrics`` (left out: the run is the profiling
 phase); 1.5 renames the DCGM telemetry metrics to ``nvidia_*`` (``amd_*`` on AMD) and adds a per-GPU
 ``platform``; only ``gpu_name`` is read from the telemetry, which neither version renamed.
+
+From aiperf 0.8 (schema 1.0) ``input_config`` is the new config's shape: the model is
+``models.items[].name`` (the served name; ``tokenizer.name`` is kept as a label) and the load is
+``phases[]``, one ``{name, type, exclude_from_results, requests, concurrency | rate}`` per phase; the
+phase not excluded from the results (the profiling phase) gives the concurrency and the rate, as in
+two real files, ai-dynamo/aiperf ``tests/_artifacts/audit/baseline-chat/bare/profile_export_aiperf.json``
+@ ``139b8f35769980ced4a94fdeef9a6ca770ff932c`` (0.8.0) and anud18/qwen36-vllm-aiperf-benchmark
+``results/nvfp4/5090/agent/c2/profile_export_aiperf.json`` @ ``d254ffc72ef9236ee68c01172b74d8261396a0fd``
+(0.10.0, schema 1.3, a warm-up phase with ``exclude_from_results``).
 """
 
 from __future__ import annotations
@@ -66,7 +75,13 @@ def _is_metric_doc(doc: object) -> bool:
     if not isinstance(doc, dict):
         return False
     metrics = _metric_objects(doc)
-    return "time_to_first_token" in metrics or "inter_token_latency" in metrics
+    # A run without --streaming has request_latency alone (no TTFT, no inter-token latency), as
+    # ai-dynamo/aiperf tests/_artifacts/audit/baseline-chat/bare/profile_export_aiperf.json shows.
+    if any(name in metrics for name in ("time_to_first_token", "inter_token_latency", "request_latency")):
+        return True
+    # A run whose every request failed writes error_request_count and error_summary alone (aiperf
+    # 0.8, databloom/aiperf-lab-tests: 20 of 20 timed out): a run, with nothing completed.
+    return "error_request_count" in metrics and _is_aiperf(doc)
 
 
 def _is_aiperf(doc: dict[str, Any]) -> bool:
@@ -113,6 +128,18 @@ def _first_str(*values: object) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _profiling_phase(config: dict[str, Any]) -> dict[str, Any]:
+    """The phase whose records are the results (aiperf 0.8+ ``input_config.phases``): the one not
+    ``exclude_from_results`` (the warm-up is), preferring the one named ``profiling``."""
+    kept = [p for p in _list(config.get("phases")) if isinstance(p, dict) and not p.get("exclude_from_results")]
+    named = [p for p in kept if p.get("name") == "profiling"]
+    return (named or kept or [{}])[0]
 
 
 def _telemetry_gpu(doc: dict[str, Any], notes: list[str]) -> str | None:
@@ -166,12 +193,17 @@ def _without_cancellations(
     if not isinstance(summary, list):
         return failed, 0
     cancelled = errors = 0
+    kinds: dict[str, int] = {}
     for entry in summary:
         count = as_int(dig(entry, "count")) or 0
         if _is_cancellation(entry):
             cancelled += count
         else:
             errors += count
+            kind = dig(entry, "error_details", "type") or dig(entry, "error_details", "code") or "unknown"
+            kinds[str(kind)] = kinds.get(str(kind), 0) + count
+    if kinds:
+        notes.append("failed requests by error type: " + ", ".join(f"{k} ×{n}" for k, n in kinds.items()))
     if failed is None:
         failed = errors + cancelled
     if cancelled:
@@ -199,10 +231,20 @@ def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
     runtime = runtime_from_backend(backend) if service_kind == "triton" else None
     streaming = endpoint.get("streaming", config.get("streaming"))
 
+    labels: dict[str, str] = {}
     if aiperf:
         loadgen = as_dict(config.get("loadgen"))
         concurrency = as_float(loadgen.get("concurrency"))
         rate = as_float(loadgen.get("request_rate"))
+        if model is None:
+            model = _first_str([dig(item, "name") for item in _list(dig(config, "models", "items"))])
+        tokenizer = dig(config, "tokenizer", "name")
+        if isinstance(tokenizer, str) and tokenizer and tokenizer != model:
+            labels["tokenizer"] = tokenizer
+        phase = _profiling_phase(config)
+        if concurrency is None and rate is None and phase:
+            concurrency = as_float(phase.get("concurrency"), "input_config.phases.concurrency")
+            rate = as_float(phase.get("rate"), "input_config.phases.rate")
     else:
         stimulus = as_dict(dig(config, "perf_analyzer", "stimulus"))
         concurrency = as_float(stimulus.get("concurrency", config.get("concurrency")))
@@ -212,6 +254,8 @@ def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
     completed = int(completed_f) if completed_f is not None else None
     failed_f = _avg(metrics_by_name, "error_request_count")
     failed = int(failed_f) if failed_f is not None else None
+    if completed is None and failed and not _latency(metrics_by_name, "request_latency"):
+        completed = 0  # every request failed: request_count is not written for an empty sample
     cancelled = 0
     if aiperf:
         failed, cancelled = _without_cancellations(doc, config, failed, notes)
@@ -236,11 +280,12 @@ def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
         requests_failed=failed,
         request_throughput_rps=_avg(metrics_by_name, "request_throughput"),
         output_throughput_tok_s=_avg(metrics_by_name, "output_token_throughput"),
+        total_throughput_tok_s=_avg(metrics_by_name, "total_token_throughput"),
         duration_s=_seconds(metrics_by_name, "benchmark_duration"),
     )
     if completed == 0:
         notes.append("no request completed: latency and throughput statistics are absent")
-        metrics.request_throughput_rps = metrics.output_throughput_tok_s = None
+        metrics.request_throughput_rps = metrics.output_throughput_tok_s = metrics.total_throughput_tok_s = None
     else:
         for field, name in (
             ("ttft_ms", "time_to_first_token"),
@@ -275,6 +320,7 @@ def parse_profile(doc: dict[str, Any], *, aiperf: bool) -> CanonicalRun:
         setup=Setup(runtime=runtime, model=model, hardware=hardware),
         workload=workload,
         metrics=metrics,
+        labels=labels,
         source=Source(tool_version=version if isinstance(version, str) and version else None, notes=notes),
     )
 
@@ -291,7 +337,10 @@ class _ProfileParser(ParserBase):
         if not isinstance(record, dict):
             raise self.fail("expected one JSON object", "body")
         if not _is_metric_doc(record):
-            raise self.fail("no time_to_first_token or inter_token_latency metric object", "body")
+            raise self.fail(
+                "no time_to_first_token, inter_token_latency, request_latency or error_request_count metric object",
+                "body",
+            )
         return [parse_profile(record, aiperf=self.aiperf)]
 
 
