@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
+from advisor.errors import IngestError
 from advisor.ingest.base import Input, ParserBase
 from advisor.ingest.units import iso_to_utc
 from advisor.ingest.values import as_float, as_int
@@ -189,6 +190,7 @@ _BANNER_DEVICE = re.compile(r"^\s*Device \d+: ([^,]+),|^ggml_vulkan: \d+ = (.+?)
 # The command pasted above the table ("$ ./llama-bench -m models/x.gguf -fa 1"): its -m / --model
 # is the model file the markdown table does not print (llama-bench's usage: "-m, --model <filename>").
 _MD_COMMAND = re.compile(r"(?:^|[\s/\\])llama-bench(?:\.exe)?\s+(?P<args>.*)$")
+_MD_MODEL_LINE = re.compile(r"^\s*Model:\s*(\S+\.gguf)\s*$", re.IGNORECASE)
 _BINARY_UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _DECIMAL_UNITS = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 
@@ -234,7 +236,15 @@ def _md_rows(lines: Sequence[str], header: int) -> tuple[list[dict[str, Any]], l
     rows: list[dict[str, Any]] = []
     columns: list[str] = []
     unbuilt = 0  # rows[unbuilt:] have not met their table's "build:" footer yet
+    # Each run prints its own device banner above its table: a script that runs llama-bench once
+    # per GPU set (one card, then both) pastes a banner per table, and each table's rows are on the
+    # devices of the banner above it, not of the first one.
+    table_devices = _banner_devices(lines[:header])
+    pending: list[str] = []
     for line in lines[header:]:
+        if (device := _BANNER_DEVICE.match(line)) is not None:
+            pending.append((device.group(1) or device.group(2)).strip())
+            continue
         if (found := _MD_BUILD.match(line.strip())) is not None:
             # llama-bench prints the footer after its table: it is the build of the rows since the
             # previous footer (a paste may compare two builds, or llama.cpp and a fork).
@@ -248,12 +258,16 @@ def _md_rows(lines: Sequence[str], header: int) -> tuple[list[dict[str, Any]], l
             continue
         if _is_md_header(cells):
             columns = cells
+            if pending:
+                table_devices, pending = pending, []
             continue
         if not columns or len(cells) != len(columns) or set("".join(cells)) <= set("-: "):
             continue
         row: dict[str, Any] = {}
+        cell_test = ""
         for column, cell in zip(columns, cells, strict=True):
             if column == "test":
+                cell_test = cell
                 test = _MD_TEST.match(cell)
                 if test is None or not (test.group(1) or test.group(2)):
                     row = {}
@@ -264,14 +278,21 @@ def _md_rows(lines: Sequence[str], header: int) -> tuple[list[dict[str, Any]], l
             elif column == "t/s":
                 rate = _MD_RATE.match(cell)
                 if rate is None:
-                    row = {}
-                    break
+                    # A test row whose rate is no number ("inf", "nan", a template's "X.XX") is a
+                    # malformed measurement: refused, never dropped from the table in silence.
+                    raise IngestError(
+                        f"llama_bench: the t/s of test {cell_test!r} is {cell!r}, not a rate",
+                        field=f"[{len(rows)}].avg_ts",
+                        format="llama_bench",
+                    )
                 row["avg_ts"] = float(rate.group(1))
                 if rate.group(2) is not None:
                     row["stddev_ts"] = float(rate.group(2))
             elif (pair := _md_value(column, cell)) is not None:
                 row[pair[0]] = pair[1]
         if row and row.get("avg_ts"):
+            if table_devices:
+                row.setdefault("gpu_info", ", ".join(table_devices))
             # The table prints rates only; the time of one repetition is n / rate (the mean of the
             # samples' rates, so within the table's rounding of the mean time).
             row["avg_ns"] = (row["n_prompt"] + row["n_gen"]) / row["avg_ts"] * 1e9
@@ -279,20 +300,27 @@ def _md_rows(lines: Sequence[str], header: int) -> tuple[list[dict[str, Any]], l
     notes: list[str] = []
     # Every command of the paste must name the same one model, and every row be of one model type.
     models = set(_command_models(lines))
+    where = "the llama-bench command above the table (-m)"
+    if not models:
+        # A benchmark script's own header naming the one GGUF file it ran ("Model: /path/x.gguf",
+        # 1337hero/rx7900xtx-llama-bench-vulcan benchmark-results/*.txt).
+        models = {m.group(1) for m in map(_MD_MODEL_LINE.match, lines[:header]) if m is not None}
+        where = "the 'Model: <file>.gguf' line above the table"
     if len(models) == 1 and "," not in (model := next(iter(models))) and len({r.get("model_type") for r in rows}) == 1:
         for row in rows:
             row.setdefault("model_filename", model)
-        notes.append("model_filename from the llama-bench command above the table (-m)")
-    devices = [m.group(1) or m.group(2) for m in map(_BANNER_DEVICE.match, lines[:header]) if m is not None]
-    if devices:
-        for row in rows:
-            row.setdefault("gpu_info", ", ".join(d.strip() for d in devices))
+        notes.append(f"model_filename from {where}")
     notes.insert(
         0,
         "llama-bench markdown table: size and params are rounded to two decimals, and the table has "
         "no times (ttft_ms and tpot_ms are n / t/s)",
     )
     return rows, notes
+
+
+def _banner_devices(lines: Sequence[str]) -> list[str]:
+    """The device names of the start-up banner lines in ``lines``."""
+    return [(m.group(1) or m.group(2)).strip() for m in map(_BANNER_DEVICE.match, lines) if m is not None]
 
 
 def _command_models(lines: Sequence[str]) -> list[str]:
