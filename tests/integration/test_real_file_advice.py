@@ -834,6 +834,66 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "not a biased sample",
         absent=("MEAS005",),
     ),
+    # --- issue 14: hidden real files from repositories not read before ---
+    Case(
+        "trtllm_bench/leiwu0812-trtllm-1.1.0rc2-report-json-pytorch-gpt-oss-120b-eagle3-tp8-ep4.json",
+        ("CFG001", "critical", "tune-runtime-parallelism"),
+        "warn",
+        "a real --report_json: 1,000 requests queued at once (505 in flight on average) against --max_batch_size 10",
+        present=(("MEAS004", "setup.hardware"),),
+    ),
+    Case(
+        "trtllm_bench/leiwu0812-trtllm-1.1.0rc2-report-json-pytorch-gpt-oss-120b-eagle3-tp8-ep4.json",
+        None,
+        None,
+        "Eagle3 at --max_batch_size 10: at most 10 streams share a weight read, not the 505 queued, so no "
+        "'speculative decoding costs more than it saves'",
+        absent=("DEC007",),
+    ),
+    Case(
+        "aiperf/anud18-aiperf0.10-schema1.3-rtx5090-qwen3.6-35b-a3b-nvfp4-vllm-agent-c2-warmup-phase-profile_export_aiperf.json",
+        SMALL_SAMPLE,
+        "warn",
+        "96 multi-turn agent requests at concurrency 2 (the warm-up phase left out) on an RTX 5090",
+        cap="moderate",
+    ),
+    Case(
+        "aiperf/aiperf-0.8-schema1.0-mock-server-not-streamed-c4-profile_export_aiperf.json",
+        ("MEAS001", "moderate", "improve-measurement"),
+        "warn",
+        "64 unstreamed requests to aiperf's mock server: request latency only, nothing to judge but the sample",
+        cap="moderate",
+    ),
+    Case(
+        "aiperf/databloom-aiperf-0.8-qwen3.5-4b-q4km-all-20-requests-timed-out-profile_export_aiperf.json",
+        ("MEAS005", "critical", "improve-measurement"),
+        "fail",
+        "every one of the 20 requests timed out: the benchmark measured nothing",
+    ),
+    Case(
+        "aiperf_csv/databloom-aiperf-0.8-llama-3.2-3b-q4km-two-endpoints-10-of-20-timed-out-profile_export_aiperf.csv",
+        ("MEAS005", "critical", "improve-measurement"),
+        "fail",
+        "10 of 20 requests timed out: the other numbers describe a biased sample",
+    ),
+    Case(
+        "llama_bench/1337hero-b7361-vulkan-rx7900xtx-llama2-7b-q4_0-three-tables-gpu0-gpu1-then-both.txt",
+        MEAS004,
+        "warn",
+        "LLaMA-2 7B Q4_0 on one and two RX 7900 XTX under Vulkan: the catalog lacks Llama-2-7B, so it is asked for",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llama_bench/llamacpp-readme-b5163-cuda-rtx4080-qwen2.5-7b-q4km-csv.csv",
+        MEAS004,
+        "warn",
+        "the README's -o csv output of Qwen2.5-7B Q4_K_M on an RTX 4080: the catalog has no RTX 4080, so the "
+        "hardware is asked for",
+        run=None,
+        cap="moderate",
+        present=(("MEAS004", "setup.hardware"),),
+    ),
 ]
 
 

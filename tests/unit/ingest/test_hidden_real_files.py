@@ -8,6 +8,7 @@ tests/fixtures/ingest/PROVENANCE.md.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from advisor.ingest.formats.trtllm_bench import parse_report, report_from_log
 from advisor.ingest.registry import detect, parse
 from advisor.ingest.side_files import llamacpp_offload, ollama_resident_share
 from advisor.ingest.submission import parse_submission
+from advisor.rules.knobs import engine_config
 
 INGEST = Path(__file__).resolve().parents[2] / "fixtures" / "ingest"
 REAL_SIDE = Path(__file__).resolve().parents[2] / "fixtures" / "side_files"
@@ -609,3 +611,240 @@ def test_a_command_with_only_a_prompt_count_adds_no_empty_note() -> None:
     (run,) = _runs(None, "bench_console", command + _block())
     assert run.metrics.requests_failed == 2 and run.setup.model is None
     assert not any(n.startswith(" read from") or "read from the benchmark command" in n for n in run.source.notes)
+
+
+# --- leiwu0812/gpt_oss_eagle3_bench: a real trtllm-bench --report_json of a speculative run ---
+
+TRTLLM_REPORT_JSON = (
+    INGEST / "trtllm_bench" / "leiwu0812-trtllm-1.1.0rc2-report-json-pytorch-gpt-oss-120b-eagle3-tp8-ep4.json"
+)
+
+
+def test_a_real_report_json_gives_the_files_own_values() -> None:
+    doc = json.loads(TRTLLM_REPORT_JSON.read_text())
+    (run,) = _runs(TRTLLM_REPORT_JSON, "trtllm_bench")
+    perf, req, world = doc["performance"], doc["request_info"], doc["world_info"]
+    assert run.metrics.request_throughput_rps == perf["request_throughput_req_s"]
+    assert run.metrics.output_throughput_tok_s == perf["system_output_throughput_tok_s"]
+    assert run.metrics.total_throughput_tok_s == perf["system_total_throughput_tok_s"]
+    assert run.metrics.duration_s == pytest.approx(perf["total_latency_ms"] / 1000)
+    # The file's own arithmetic: 1,000 requests over the total latency is the printed rate.
+    assert req["num_requests"] / run.metrics.duration_s == pytest.approx(run.metrics.request_throughput_rps)
+    latency = perf["request_latency_percentiles_ms"]
+    e2e = run.metrics.e2e_ms
+    assert (e2e.min, e2e.p50, e2e.p99, e2e.max, e2e.mean) == (
+        latency["minimum"], latency["p50"], latency["p99"], latency["maximum"], latency["average"],
+    )  # fmt: skip
+    assert run.workload.num_requests == run.metrics.requests_completed == req["num_requests"] == 1000
+    assert run.workload.concurrency == req["avg_num_concurrent_requests"]
+    assert (run.workload.prompt_tokens_mean, run.workload.output_tokens_mean) == (512.0, 512.0)
+    assert run.metrics.ttft_ms.mean is None and run.metrics.decode_tok_s is None  # not streamed
+    setup = run.setup
+    assert (setup.runtime, setup.runtime_version, setup.model) == ("trtllm", "1.1.0rc2", "openai/gpt-oss-120b")
+    assert setup.quantization == doc["engine"]["quantization"] == "W4A8_MXFP4_MXFP8"
+    assert setup.kv_cache_dtype is None  # null in the file: not guessed
+    assert (setup.tensor_parallel, setup.gpu_count) == (world["tp_size"], world["tp_size"] * world["pp_size"])
+    assert setup.engine_args["ep_size"] == world["ep_size"] == 4
+    assert setup.hardware is None  # the README says 8 × B200; the report does not
+
+
+def test_a_speculative_report_says_so_in_engine_args_for_the_rules() -> None:
+    doc = json.loads(TRTLLM_REPORT_JSON.read_text())
+    (run,) = _runs(TRTLLM_REPORT_JSON, "trtllm_bench")
+    assert run.setup.engine_args["speculative_algorithm"] == doc["decoding_stats"]["mode"] == "Eagle"
+    assert engine_config(run).speculative.value is True  # what MEAS006 and DEC004 read
+    length = doc["decoding_stats"]["acceptance_length_percentiles"]["average"]
+    assert any(f"{length:.2f} tokens per step" in n for n in run.source.notes)
+    # Without decoding_stats (no speculative_config) nothing is claimed.
+    del doc["decoding_stats"]
+    assert "speculative_algorithm" not in parse_report(doc).setup.engine_args
+
+
+def test_the_log_form_of_a_speculative_report_reads_the_mode_too() -> None:
+    log = (
+        "= PYTORCH BACKEND\nModel:\t\t\tm\n= PERFORMANCE OVERVIEW\nRequest Throughput (req/sec):   1.0\n"
+        "===========================================================\n= DECODING STATISTICS (Eagle)\n"
+        "-- Acceptance Length Details --------------------------------\n\n[AL] MINIMUM: 1.23\n[AL] AVERAGE: 2.36\n"
+    )
+    report = report_from_log(log)
+    assert report["decoding_stats"] == {"mode": "Eagle", "acceptance_length_percentiles": {"average": 2.36}}
+    assert parse_report(report).setup.engine_args["speculative_algorithm"] == "Eagle"
+
+
+# --- aiperf 0.8+ input_config (models.items, phases): anud18/qwen36-vllm-aiperf-benchmark, ai-dynamo/aiperf ---
+
+AIPERF_0_10 = (
+    INGEST
+    / "aiperf"
+    / "anud18-aiperf0.10-schema1.3-rtx5090-qwen3.6-35b-a3b-nvfp4-vllm-agent-c2-warmup-phase-profile_export_aiperf.json"
+)
+AIPERF_0_8_NOT_STREAMED = (
+    INGEST / "aiperf" / "aiperf-0.8-schema1.0-mock-server-not-streamed-c4-profile_export_aiperf.json"
+)
+
+
+def _avg(doc: dict[str, object], name: str) -> float:
+    block = doc[name]
+    assert isinstance(block, dict)
+    return float(block["avg"])
+
+
+def test_aiperf_0_10_reads_the_model_and_the_profiling_phase_not_the_warmup() -> None:
+    doc = json.loads(AIPERF_0_10.read_text())
+    (run,) = _runs(AIPERF_0_10, "aiperf")
+    config = doc["input_config"]
+    assert run.setup.model == config["models"]["items"][0]["name"] == "qwen3.6-nvfp4"
+    assert run.labels["tokenizer"] == config["tokenizer"]["name"] == "nvidia/Qwen3.6-35B-A3B-NVFP4"
+    warmup, profiling = config["phases"]
+    assert warmup["exclude_from_results"] is True and "exclude_from_results" not in profiling
+    assert run.workload.concurrency == profiling["concurrency"] == 2
+    # The 96 profiling requests, not the 16 warm-up ones.
+    assert run.workload.num_requests == run.metrics.requests_completed == profiling["requests"] == 96
+    assert run.metrics.requests_failed == 0
+    assert run.workload.streaming is True
+    assert run.metrics.request_throughput_rps == _avg(doc, "request_throughput")
+    assert run.metrics.output_throughput_tok_s == _avg(doc, "output_token_throughput")
+    assert run.metrics.total_throughput_tok_s == _avg(doc, "total_token_throughput")
+    assert run.metrics.duration_s == _avg(doc, "benchmark_duration")
+    assert run.metrics.ttft_ms.p50 == doc["time_to_first_token"]["p50"]
+    assert run.metrics.tpot_ms.mean == doc["inter_token_latency"]["avg"]
+    assert run.metrics.itl_ms.p99 == doc["inter_chunk_latency"]["p99"]
+    assert run.metrics.e2e_ms.max == doc["request_latency"]["max"]
+    assert run.metrics.decode_tok_s == pytest.approx(1000 / doc["inter_token_latency"]["avg"])
+    # The file's arithmetic: total tokens over the duration are its throughputs.
+    assert _avg(doc, "total_osl") / run.metrics.duration_s == pytest.approx(
+        run.metrics.output_throughput_tok_s, rel=1e-2
+    )
+    assert run.source.tool_version == doc["aiperf_version"] == "0.10.0"
+    assert run.setup.hardware is None  # telemetry_data.endpoints is empty: no GPU name in the file
+
+
+def test_aiperf_without_streaming_is_accepted_with_request_latency_only() -> None:
+    doc = json.loads(AIPERF_0_8_NOT_STREAMED.read_text())
+    assert "time_to_first_token" not in doc and "inter_token_latency" not in doc
+    (run,) = _runs(AIPERF_0_8_NOT_STREAMED, "aiperf")
+    assert run.setup.model == "mock-model" and run.labels == {"tokenizer": "gpt2"}
+    assert run.workload.concurrency == doc["input_config"]["phases"][0]["concurrency"] == 4
+    assert run.workload.num_requests == run.metrics.requests_completed == 64
+    latency = doc["request_latency"]
+    assert (run.metrics.e2e_ms.mean, run.metrics.e2e_ms.p50, run.metrics.e2e_ms.p99) == (
+        latency["avg"], latency["p50"], latency["p99"],
+    )  # fmt: skip
+    assert run.metrics.ttft_ms.is_empty() and run.metrics.decode_tok_s is None  # not streamed: not invented
+    assert run.metrics.output_throughput_tok_s == _avg(doc, "output_token_throughput")
+    assert run.metrics.total_throughput_tok_s == _avg(doc, "total_token_throughput")
+
+
+def test_an_older_loadgen_concurrency_wins_over_phases() -> None:
+    doc = json.loads(AIPERF_0_8_NOT_STREAMED.read_text())
+    doc["input_config"]["loadgen"] = {"concurrency": 8}
+    (run,) = _runs(None, "aiperf", json.dumps(doc))
+    assert run.workload.concurrency == 8
+    doc["input_config"].pop("loadgen")
+    doc["input_config"]["phases"] = [{"name": "profiling", "type": "poisson", "rate": 5.0, "requests": 64}]
+    (run,) = _runs(None, "aiperf", json.dumps(doc))
+    assert (run.workload.concurrency, run.workload.request_rate) == (None, 5.0)
+
+
+AIPERF_ALL_TIMED_OUT = (
+    INGEST / "aiperf" / "databloom-aiperf-0.8-qwen3.5-4b-q4km-all-20-requests-timed-out-profile_export_aiperf.json"
+)
+
+
+def test_an_aiperf_run_whose_every_request_timed_out_is_a_run_with_nothing_completed() -> None:
+    doc = json.loads(AIPERF_ALL_TIMED_OUT.read_text())
+    assert "request_count" not in doc and "request_latency" not in doc  # before: "no parser recognises"
+    (run,) = _runs(AIPERF_ALL_TIMED_OUT, "aiperf")
+    (error,) = doc["error_summary"]
+    assert run.metrics.requests_failed == _avg(doc, "error_request_count") == error["count"] == 20
+    assert run.metrics.requests_completed == 0 and run.workload.num_requests == 20
+    assert run.metrics.ttft_ms.is_empty() and run.metrics.request_throughput_rps is None
+    assert run.setup.model == doc["input_config"]["endpoint"]["model_names"][0]
+    assert run.workload.concurrency == doc["input_config"]["loadgen"]["concurrency"] == 1
+    assert any("TimeoutError ×20" in n for n in run.source.notes)
+
+
+def test_a_metric_less_json_with_error_summary_alone_is_still_not_aiperf() -> None:
+    # error_request_count needs an aiperf marker beside it; a lone {unit, avg} object is no profile.
+    with pytest.raises(IngestError):
+        _runs(None, "aiperf", json.dumps({"error_request_count": {"unit": "requests", "avg": 3.0}}))
+
+
+AIPERF_CSV_HALF_FAILED = (
+    INGEST
+    / "aiperf_csv"
+    / "databloom-aiperf-0.8-llama-3.2-3b-q4km-two-endpoints-10-of-20-timed-out-profile_export_aiperf.csv"
+)
+
+
+def _csv_row(text: str, metric: str) -> list[str]:
+    (line,) = [ln for ln in text.splitlines() if ln.startswith(metric + ",")]
+    return line.split(",")[1:]
+
+
+def test_a_real_aiperf_csv_with_failed_requests_gives_its_own_values() -> None:
+    text = AIPERF_CSV_HALF_FAILED.read_text()
+    (run,) = _runs(AIPERF_CSV_HALF_FAILED, "aiperf_csv")
+    header = text.splitlines()[0].split(",")[1:]
+    ttft = dict(zip(header, map(float, _csv_row(text, "Time to First Token (ms)")), strict=True))
+    assert (run.metrics.ttft_ms.mean, run.metrics.ttft_ms.p50, run.metrics.ttft_ms.p99) == (
+        ttft["avg"], ttft["p50"], ttft["p99"],
+    )  # fmt: skip
+    e2e = dict(zip(header, map(float, _csv_row(text, "Request Latency (ms)")), strict=True))
+    assert run.metrics.e2e_ms.max == e2e["max"]
+    assert run.metrics.requests_completed == float(_csv_row(text, "Request Count")[0]) == 10
+    assert run.metrics.requests_failed == float(_csv_row(text, "Error Request Count")[0]) == 10
+    assert run.workload.num_requests == 20
+    assert run.metrics.duration_s == float(_csv_row(text, "Benchmark Duration (sec)")[0])
+    assert run.metrics.total_throughput_tok_s == float(_csv_row(text, "Total Token Throughput (tokens/sec)")[0])
+
+
+# --- 1337hero/rx7900xtx-llama-bench-vulcan: one script, three llama-bench tables, each with its banner ---
+
+LLAMA_BENCH_THREE_BANNERS = (
+    INGEST / "llama_bench" / "1337hero-b7361-vulkan-rx7900xtx-llama2-7b-q4_0-three-tables-gpu0-gpu1-then-both.txt"
+)
+
+
+def test_each_llama_bench_table_takes_the_device_banner_above_it() -> None:
+    text = LLAMA_BENCH_THREE_BANNERS.read_text()
+    runs = _runs(LLAMA_BENCH_THREE_BANNERS, "llama_bench")
+    found = [int(n) for n in re.findall(r"Found (\d+) Vulkan devices", text)]
+    assert found == [1, 1, 2]
+    rates = [float(r) for r in re.findall(r"\|\s+([0-9.]+) ± [0-9.]+ \|", text)]
+    assert [r.metrics.prefill_tok_s or r.metrics.decode_tok_s for r in runs] == rates
+    assert [r.setup.gpu_count for r in runs] == [None, None, None, None, 2, 2]  # the dual-GPU table: both cards
+    assert {r.setup.hardware for r in runs} == {"AMD Radeon RX 7900 XTX (RADV NAVI31)"}
+    assert {r.setup.runtime_version for r in runs} == {"b7361"}
+    # The script's header names the one GGUF file: the table prints only "llama 7B Q4_0".
+    assert {r.setup.model for r in runs} == {"llama-2-7b"} and {r.setup.quantization for r in runs} == {"Q4_0"}
+    assert runs[4].metrics.prefill_tok_s == 2546.13 and runs[5].metrics.decode_tok_s == 129.80
+
+
+# --- llama-bench -o csv as the maintainers pasted it (ggml-org/llama.cpp README, build 5163) ---
+
+LLAMA_BENCH_CSV = INGEST / "llama_bench" / "llamacpp-readme-b5163-cuda-rtx4080-qwen2.5-7b-q4km-csv.csv"
+
+
+def test_a_real_llama_bench_csv_gives_its_own_values() -> None:
+    rows = list(csv.DictReader(LLAMA_BENCH_CSV.read_text().splitlines()))
+    pp, tg = _runs(LLAMA_BENCH_CSV, "llama_bench")
+    assert pp.metrics.prefill_tok_s == float(rows[0]["avg_ts"]) == 7285.676949
+    assert pp.metrics.ttft_ms.mean == pytest.approx(int(rows[0]["avg_ns"]) / 1e6)
+    assert tg.metrics.decode_tok_s == float(rows[1]["avg_ts"]) == 119.915244
+    assert tg.metrics.tpot_ms.mean == pytest.approx(int(rows[1]["avg_ns"]) / 1e6 / 128)
+    assert (pp.workload.prompt_tokens_mean, tg.workload.output_tokens_mean) == (512, 128)
+    for run in (pp, tg):
+        assert run.setup.hardware == rows[0]["gpu_info"] == "NVIDIA GeForce RTX 4080"
+        assert (run.setup.model, run.setup.quantization) == ("Qwen2.5-7B-Instruct", "Q4_K_M")
+        assert run.setup.runtime_version == "b" + rows[0]["build_number"]
+        assert run.setup.engine_args["flash_attn"] == "off" and run.setup.engine_args["n_gpu_layers"] == 99
+        bpw = int(rows[0]["model_size"]) * 8 / int(rows[0]["model_n_params"])
+        assert any(f"{bpw:.3f}" in n for n in run.source.notes)  # measured bits per weight, 4.913
+
+
+def test_a_llama_bench_table_row_whose_rate_is_no_number_is_refused_not_dropped() -> None:
+    text = LLAMA_BENCH_THREE_BANNERS.read_text().replace("150.97 ± 0.05", "inf ± 0.05")
+    with pytest.raises(IngestError) as raised:
+        _runs(None, "llama_bench", text)
+    assert raised.value.field == "[1].avg_ts" and "'inf ± 0.05', not a rate" in str(raised.value.detail)

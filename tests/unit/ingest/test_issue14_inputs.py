@@ -37,6 +37,11 @@ def _read(path: Path) -> Input:
             "inference_perf_prometheus",
             "_lifecycle_metrics.json",
         ),
+        (
+            "kubecon25-vllm0.11-h100-batch_size-summary_prometheus_metrics.json",
+            "inference_perf_prometheus",
+            "summary_lifecycle_metrics.json",
+        ),
         ("genai_perf_profile_export_raw_abridged.json", "genai_perf_raw", "profile_export_genai_perf.json"),
         (
             "perf_analyzer-repo-gpt2-triton-vllm-analyze-checkpoint-2024-12.json",
