@@ -18,10 +18,11 @@ def catalog() -> Catalog:
 
 def test_row_counts(catalog: Catalog) -> None:
     # 63 reference rows + 5 hand-added (hardware_added.csv: Strix Halo, the two CPUs the published
-    # runs name, the RTX PRO 6000 Blackwell Workstation and Server editions); 54 models + 4
-    # (models_added.csv: Llama 3 8B/70B, Qwen2-7B, Nemotron-3-Nano-30B-A3B); 16 formats + MLX 4/8-bit.
+    # runs name, the RTX PRO 6000 Blackwell Workstation and Server editions); 54 models + 8
+    # (models_added.csv: Llama 3 8B/70B, Qwen2-7B, Nemotron-3-Nano-30B-A3B, Llama 2 7B/70B, OPT-125M,
+    # Qwen3-4B-Thinking-2507); 16 formats + MLX 4/8-bit.
     assert len(catalog.list_hardware()) == 68
-    assert len(catalog.list_models()) == 58
+    assert len(catalog.list_models()) == 62
     assert len(catalog.list_quantizations()) == 18
 
 
