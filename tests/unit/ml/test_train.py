@@ -23,6 +23,7 @@ from advisor.ml.train import (
     _offsets,
     _Strata,
     _weights,
+    _Widening,
     build_training_sets,
     data_hash,
     fit,
@@ -134,6 +135,30 @@ def test_level_widens_until_folds_are_covered() -> None:
     far = residuals + 5.0 * two
     assert _fold_coverage(far, strata, two, 0.99).mean() < NOMINAL_COVERAGE
     assert _choose_level(far, strata, two) == 0.99
+
+
+def test_fallback_widening_weighs_every_held_out_family_the_same() -> None:
+    # 100 rows of one family inside their unwidened band, 10 of another at 1.9x its upper end:
+    # row-pooled, 91 % are covered unwidened; family by family, half are until 1.9.
+    low, high = np.full(110, -0.2), np.full(110, 0.2)
+    residuals = np.concatenate([np.linspace(-0.15, 0.15, 100), np.full(10, 0.38)])
+    families = np.array(["gpu/nvidia"] * 100 + ["cpu/amd"] * 10, dtype=object)
+    widening = _Widening(residuals, low, high, np.arange(110), families)
+    assert widening.choose() == pytest.approx(1.9)
+    # chosen without a fold's rows: with the CPU rows left out, the GPUs need no widening
+    assert widening.choose(np.arange(110) >= 100) == pytest.approx(1.0)
+    # nothing left to choose on: the a priori widening
+    assert widening.choose(np.ones(110, dtype=bool)) == pytest.approx(1.5)
+
+
+def test_unseen_kinds_are_covered_by_the_fallback_band(public_fit: FitResult) -> None:
+    decode = public_fit.cv_metrics["targets"]["decode_tok_s"]
+    # the conformal band is calibrated on the kinds each fold knew; the fallback's widening on
+    # the families held out, and leave-one-family-out (every row unseen) is judged by it
+    assert "fallback" in decode["interval"]["calibration"]
+    family = decode["schemes"]["family"]
+    assert 0.7 <= family["coverage"] <= 0.95
+    assert 0.7 <= family["coverage_deployed"] <= 0.95
 
 
 def test_kind_bands_need_three_devices() -> None:
