@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import operator
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import msgspec
 from sqlalchemy import (
     Connection,
     Float,
@@ -46,6 +49,7 @@ from sqlalchemy import cast as cast_
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.util import await_only
 
 from advisor.canonical import run_to_builtins
@@ -55,8 +59,9 @@ from advisor.domain.runs.analysis import RunAnalysis
 from advisor.domain.runs.resolution import ResolvedRun
 
 __all__ = [
-    "BatchReads", "NewDeployment", "RunUpdate", "WritePlan", "Written", "analysis_values", "insert_raw_payloads",
-    "read_batch", "recommendation_rows", "run_values", "write_plan",
+    "BatchReads", "BulkChunk", "NewDeployment", "RunUpdate", "WritePlan", "Written", "analysis_values",
+    "bulk_chunk_prepare", "copy_run_rows", "insert_raw_payloads", "read_batch", "recommendation_rows",
+    "run_ids_by_hash", "run_values", "write_plan",
 ]  # fmt: skip
 
 RUN_TABLE = cast("Table", Run.__table__)
@@ -209,6 +214,37 @@ _RAW_IDS = select(RAW_TABLE.c.sha256, RAW_TABLE.c.id).where(
 )
 
 
+@functools.lru_cache(maxsize=1024)
+def _sqlite_in_sql(dialect: Dialect, table: str, columns: tuple[str, ...], key: str, n: int) -> str:
+    quote = dialect.identifier_preparer.quote
+    return (
+        f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote(table)} "
+        f"WHERE {quote(key)} IN ({', '.join('?' * n)})"
+    )
+
+
+def _sqlite_lookup(
+    connection: Connection, table: Table, columns: tuple[str, ...], key: str, values: Sequence[Any]
+) -> list[tuple[Any, ...]]:
+    """SQLite: ``columns`` of the rows whose ``key`` is one of ``values`` (strings or integers:
+    columns without result processing), on the DB-API cursor of this connection's transaction.
+
+    Why: a SELECT with an expanding ``IN`` through ``connection.execute`` renders its SQL and
+    builds a result per call, 57 µs against 20 µs on the cursor for 16 hashes (a micro-benchmark,
+    docs/benchmarks.md, session 6); a batch of submissions makes three or four of them on the
+    writer thread. The statement text is cached per number of values, 500 at most per statement."""
+    out: list[tuple[Any, ...]] = []
+    cursor = connection.connection.cursor()
+    try:
+        for start in range(0, len(values), 500):
+            chunk = tuple(values[start : start + 500])
+            cursor.execute(_sqlite_in_sql(connection.dialect, table.name, columns, key, len(chunk)), chunk)
+            out.extend(cursor.fetchall())
+    finally:
+        cursor.close()
+    return out
+
+
 @functools.cache
 def _insert_raw(dialect: str) -> Any:
     """Raw payloads are deduplicated by digest: an existing one is skipped, not an error."""
@@ -235,10 +271,20 @@ def read_batch(connection: Connection, hashes: list[str], names: list[str]) -> B
     if connection.dialect.name == "postgresql" and hashes:
         known.update(connection.execute(_KNOWN_HASHES_ANY, {"hashes": hashes}).scalars())
         hashes = []
+    if connection.dialect.name == "sqlite" and hashes:
+        known.update(
+            digest for (digest,) in _sqlite_lookup(connection, RUN_TABLE, ("content_hash",), "content_hash", hashes)
+        )
+        hashes = []
     for start in range(0, len(hashes), 500):
         found = connection.execute(_KNOWN_HASHES, {"hashes": hashes[start : start + 500]})
         known.update(found.scalars())
-    if names:
+    if names and connection.dialect.name == "sqlite":  # the slo column's JSON text, decoded as its type would
+        named = _sqlite_lookup(connection, DEPLOYMENT_TABLE, ("name", "id", "slo"), "name", names)
+        deployments = {
+            name: (int(i), dict((msgspec.json.decode(slo) if slo else None) or {})) for name, i, slo in named
+        }
+    elif names:
         rows = connection.execute(_DEPLOYMENTS_NAMED, {"names": names})
         deployments = {name: (int(i), dict(slo or {})) for name, i, slo in rows.all()}
     return BatchReads(known, deployments)
@@ -283,14 +329,8 @@ def write_plan(connection: Connection, plan: WritePlan) -> Written:
 
 
 _FAST_COMPRESS_BYTES = 1_000_000
-_RUN_IDS_BY_HASH = select(RUN_TABLE.c.content_hash, RUN_TABLE.c.id).where(
-    RUN_TABLE.c.content_hash.in_(bindparam("hashes", expanding=True))
-)
 _RUN_IDS_BY_HASH_ANY = select(RUN_TABLE.c.content_hash, RUN_TABLE.c.id).where(
     RUN_TABLE.c.content_hash == any_(bindparam("hashes", type_=ARRAY(String(64))))
-)
-_REC_IDS_BY_RUN = select(REC_TABLE.c.run_id, REC_TABLE.c.rank, REC_TABLE.c.id).where(
-    REC_TABLE.c.run_id.in_(bindparam("run_ids", expanding=True))
 )
 #: From this many run rows on, Postgres gets them by COPY (one round trip, no SQL to parse per
 #: row) instead of multi-row INSERTs of 500 rows each; a batch of single submissions stays below.
@@ -392,6 +432,59 @@ def _driver_executemany(connection: Connection, table: Table, rows: list[dict[st
         connection.exec_driver_sql(driver.sql, driver.tuples(group))
 
 
+#: Bind parameters per statement: asyncpg refuses more than 32,767 (the Bind message counts its
+#: parameter formats in an Int16; MagicStack/asyncpg#127, limit added in #136).
+_PG_MAX_PARAMS = 32_767
+
+
+@functools.lru_cache(maxsize=512)
+def _pg_values_sql(dialect: Dialect, table: str, columns: tuple[str, ...], n: int, tail: str) -> str:
+    quote = dialect.identifier_preparer.quote
+    width = len(columns)
+    rows = ", ".join("(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")" for r in range(n))
+    return f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) VALUES {rows} {tail}"
+
+
+def _pg_insert_returning(
+    connection: Connection, table: Table, rows: list[dict[str, Any]], returning: tuple[str, ...], conflict: str = ""
+) -> list[tuple[Any, ...]] | None:
+    """Postgres: ``rows`` inserted by multi-row ``INSERT … VALUES … RETURNING`` on asyncpg's
+    connection of this transaction, the rows as :class:`_DriverRows` makes them (each row a tuple,
+    SQLAlchemy's own bind processors for the JSON documents); the ``returning`` columns of every
+    inserted row, in no particular order. None when the connection is not asyncpg's or has no
+    transaction open (the statement would commit on its own), and the caller inserts instead.
+
+    Why: through ``connection.execute(insert(table).returning(...), rows)`` a batch's insert ran
+    ``construct_params`` and the bind processors per row in Python, and every statement paid the
+    adapter's own cost (≈ 90 µs of CPU per statement against asyncpg's 52 µs for a small read
+    in a micro-benchmark, docs/benchmarks.md, session 6). A unique violation is raised as
+    SQLAlchemy's :class:`~sqlalchemy.exc.IntegrityError`, as the other path raises it."""
+    driver_connection = getattr(connection.connection, "driver_connection", None)
+    fetch = getattr(driver_connection, "fetch", None)
+    if fetch is None or driver_connection is None or not driver_connection.is_in_transaction():
+        return None
+    quote = connection.dialect.identifier_preparer.quote
+    tail = f"{conflict} RETURNING {', '.join(quote(c) for c in returning)}".strip()
+    out: list[tuple[Any, ...]] = []
+    for keys, group in _grouped(rows).items():
+        driver = _driver_rows(table, keys, connection.dialect)
+        tuples = driver.tuples(group)
+        per = max(1, _PG_MAX_PARAMS // len(driver.columns))
+        for start in range(0, len(tuples), per):
+            chunk = tuples[start : start + per]
+            sql = _pg_values_sql(connection.dialect, table.name, driver.columns, len(chunk), tail)
+            try:
+                records = await_only(fetch(sql, *itertools.chain.from_iterable(chunk)))
+            except Exception as exc:
+                from asyncpg.exceptions import IntegrityConstraintViolationError
+
+                if isinstance(exc, IntegrityConstraintViolationError):
+                    raise IntegrityError(sql, None, exc) from exc
+                raise
+            out.extend(tuple(record) for record in records)
+    return out
+
+
 def _copy_rows(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> bool:
     """Postgres: the rows by asyncpg's ``copy_records_to_table`` (COPY … FROM STDIN, binary) on
     the connection of this transaction; False when that connection is not asyncpg's, or has no
@@ -424,15 +517,80 @@ def _insert_runs(connection: Connection, rows: list[dict[str, Any]]) -> list[int
             run_id = connection.exec_driver_sql(driver.sql, driver.tuples(rows)[0]).lastrowid
             return [int(run_id)]
         _driver_executemany(connection, RUN_TABLE, rows)
-        for start in range(0, len(hashes), 500):
-            found = connection.execute(_RUN_IDS_BY_HASH, {"hashes": hashes[start : start + 500]})
-            ids.update({digest: int(i) for digest, i in found.all()})
-        return [ids[digest] for digest in hashes]
+        ids.update(_sqlite_lookup(connection, RUN_TABLE, ("content_hash", "id"), "content_hash", hashes))
+        return [int(ids[digest]) for digest in hashes]
     if dialect == "postgresql" and len(rows) >= COPY_MIN_ROWS and _copy_rows(connection, RUN_TABLE, rows):
         found = connection.execute(_RUN_IDS_BY_HASH_ANY, {"hashes": hashes})
         ids.update({digest: int(i) for digest, i in found.all()})
         return [ids[digest] for digest in hashes]
+    if dialect == "postgresql":
+        inserted = _pg_insert_returning(connection, RUN_TABLE, rows, ("content_hash", "id"))
+        if inserted is not None:
+            ids.update({digest: int(i) for digest, i in inserted})
+            return [ids[digest] for digest in hashes]
     return [int(i) for i in connection.execute(_INSERT_RUNS, rows).scalars().all()]
+
+
+@dataclass
+class BulkChunk:
+    """What one chunk of a streamed bulk load (Postgres) learnt before its rows go by COPY: which of
+    its candidate hashes are stored already, every deployment id it needs (created when new), and
+    the bulk body's raw payload id (inserted with the first chunk that has a new run)."""
+
+    known_hashes: set[str]
+    deployment_ids: dict[str, int]
+    raw_id: int | None
+
+
+def bulk_chunk_prepare(
+    connection: Connection,
+    candidates: list[tuple[str, str | None, str | None]],
+    deployment_ids: dict[str, int],
+    raw: tuple[bytes, str | None, str | None, str | None] | None,
+) -> BulkChunk:
+    """The statements before a streamed bulk chunk's COPY, in one hand-off: the chunk's stored
+    hashes and unknown deployments in one read (:func:`read_batch`), the deployments its new runs
+    name and that do not exist yet, and ``raw`` when the chunk has a new run. ``candidates``:
+    ``(content hash, deployment, runtime)`` of the chunk's runs not seen earlier in the load, in
+    order; ``deployment_ids``: the ones earlier chunks resolved (not read again). A deployment is
+    created with the runtime of the first new run that names it, as :func:`write_plan` does."""
+    names = sorted({name for _, name, _ in candidates if name and name not in deployment_ids})
+    reads = read_batch(connection, [digest for digest, _, _ in candidates], names)
+    ids = dict(deployment_ids)
+    ids.update({name: ident for name, (ident, _) in reads.deployments.items()})
+    fresh = [(name, runtime) for digest, name, runtime in candidates if digest not in reads.known_hashes]
+    runtimes: dict[str, str | None] = {}
+    for name, runtime in fresh:
+        if name and name not in ids:
+            runtimes.setdefault(name, runtime)
+    if runtimes:
+        now = datetime.now(UTC)
+        created: list[dict[str, Any]] = [
+            {"name": name, "runtime": runtime, "slo": {}, "created_at": now, "updated_at": now}
+            for name, runtime in runtimes.items()
+        ]
+        ids.update({name: int(i) for name, i in connection.execute(_INSERT_DEPLOYMENTS, created).all()})
+    raw_id = insert_raw_payloads(connection, [raw])[0] if raw is not None and fresh else None
+    return BulkChunk(reads.known_hashes, ids, raw_id)
+
+
+async def copy_run_rows(driver_connection: Any, dialect: Dialect, rows: list[dict[str, Any]]) -> None:
+    """Postgres: finished run rows by asyncpg's binary COPY on ``driver_connection``, which must be
+    the one of the open transaction (the caller checks; COPY outside it would commit on its own).
+    Awaited from the event loop, not through ``run_sync``, so that the caller's CPU work on the
+    next chunk runs while Postgres takes these rows in."""
+    for keys, group in _grouped(rows).items():
+        driver = _driver_rows(RUN_TABLE, keys, dialect)
+        await driver_connection.copy_records_to_table(
+            RUN_TABLE.name, records=driver.tuples(group), columns=list(driver.columns)
+        )
+
+
+def run_ids_by_hash(connection: Connection, hashes: list[str]) -> list[int]:
+    """Postgres: the ids of runs by content hash (unique), in the given order."""
+    found = connection.execute(_RUN_IDS_BY_HASH_ANY, {"hashes": hashes})
+    ids = {digest: int(i) for digest, i in found.all()}
+    return [ids[digest] for digest in hashes]
 
 
 def _insert_recommendations(connection: Connection, rows: list[dict[str, Any]]) -> list[int]:
@@ -441,14 +599,19 @@ def _insert_recommendations(connection: Connection, rows: list[dict[str, Any]]) 
     On SQLite the same as the runs (one statement per row otherwise): one executemany of the
     driver, then the ids by ``(run_id, rank)``, unique among the recommendations of runs this
     transaction has just inserted."""
+    if connection.dialect.name == "postgresql":
+        inserted = _pg_insert_returning(connection, REC_TABLE, rows, ("run_id", "rank", "id"))
+        if inserted is not None:
+            by_key = {(int(run_id), int(rank)): int(i) for run_id, rank, i in inserted}
+            if len(by_key) != len(rows):  # never an answer with another row's id: fail the transaction
+                raise RuntimeError(f"read back {len(by_key)} recommendation ids for {len(rows)} rows inserted")
+            return [by_key[(row["run_id"], row["rank"])] for row in rows]
     if connection.dialect.name != "sqlite":
         return [int(i) for i in connection.execute(_INSERT_RECOMMENDATIONS, rows).scalars().all()]
     _driver_executemany(connection, REC_TABLE, rows)
     run_ids = sorted({row["run_id"] for row in rows})
-    ids: dict[tuple[int, int], int] = {}
-    for start in range(0, len(run_ids), 500):
-        found = connection.execute(_REC_IDS_BY_RUN, {"run_ids": run_ids[start : start + 500]})
-        ids.update({(int(run_id), int(rank)): int(i) for run_id, rank, i in found.all()})
+    found = _sqlite_lookup(connection, REC_TABLE, ("run_id", "rank", "id"), "run_id", run_ids)
+    ids = {(int(run_id), int(rank)): int(i) for run_id, rank, i in found}
     if len(ids) != len(rows):  # never an answer with another row's id: fail the transaction
         raise RuntimeError(f"read back {len(ids)} recommendation ids for {len(rows)} rows inserted")
     return [ids[(row["run_id"], row["rank"])] for row in rows]
@@ -548,8 +711,26 @@ def insert_raw_payloads(
                 "updated_at": now,
             },
         )
-    stmt = _insert_raw(connection.dialect.name)
-    ids = {sha: int(i) for sha, i in connection.execute(stmt, list(rows.values())).all()}
+    if connection.dialect.name == "sqlite":
+        # One executemany of the driver (INSERT OR IGNORE: a stored payload is skipped), then every
+        # id by digest, instead of SQLAlchemy's INSERT … RETURNING with its per-row processing.
+        values = list(rows.values())
+        driver = _driver_rows(RAW_TABLE, tuple(values[0]), connection.dialect)
+        connection.exec_driver_sql(driver.sql.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1), driver.tuples(values))
+        stored = dict(_sqlite_lookup(connection, RAW_TABLE, ("sha256", "id"), "sha256", list(rows)))
+        return [int(stored[d]) for d in digests]
+    inserted = (
+        _pg_insert_returning(
+            connection, RAW_TABLE, list(rows.values()), ("sha256", "id"), conflict="ON CONFLICT (sha256) DO NOTHING"
+        )
+        if connection.dialect.name == "postgresql"
+        else None
+    )
+    if inserted is not None:
+        ids = {sha: int(i) for sha, i in inserted}
+    else:
+        stmt = _insert_raw(connection.dialect.name)
+        ids = {sha: int(i) for sha, i in connection.execute(stmt, list(rows.values())).all()}
     missing = [d for d in rows if d not in ids]  # bytes an earlier submission stored
     if missing:
         found = connection.execute(_RAW_IDS, {"digests": missing})

@@ -65,3 +65,21 @@ async def test_read_batch_of_nothing_stored(engine: AsyncEngine) -> None:
     reads = await _on(engine, functools.partial(store.read_batch, hashes=["0" * 64], names=["nobody"]))
     assert reads.known_hashes == set()
     assert reads.deployments == {}
+
+
+async def test_read_batch_of_a_deployment_without_slo(engine: AsyncEngine) -> None:
+    """A deployment whose SLO document is JSON null or SQL NULL reads as no SLO ({}), as before."""
+    plan = store.WritePlan(
+        deployment_ids={},
+        new_deployments=[store.NewDeployment("reads-null", None, None)],  # type: ignore[arg-type]
+    )
+    written = await _on(engine, functools.partial(store.write_plan, plan=plan))
+    reads = await _on(engine, functools.partial(store.read_batch, hashes=[], names=["reads-null"]))
+    assert reads.deployments == {"reads-null": (written.deployment_ids["reads-null"], {})}
+
+    def null_slo(connection: Any) -> None:
+        connection.execute(store.DEPLOYMENT_TABLE.update().values(slo=None))
+
+    await _on(engine, null_slo)
+    reads = await _on(engine, functools.partial(store.read_batch, hashes=[], names=["reads-null"]))
+    assert reads.deployments == {"reads-null": (written.deployment_ids["reads-null"], {})}
