@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.run_all import _ingest_rows, _strip_header, rewrite_summary
+from bench.run_all import NOT_REMEASURED, _fit_rows, _ingest_rows, _load_rows, _strip_header, rewrite_summary, stamp
 
 DOC = """# Benchmarks
 
@@ -71,3 +71,51 @@ def test_ingest_rows_state_each_backend_and_the_verdict() -> None:
     assert bulk[2] == "sqlite: 5,200 runs/s; postgres: 4,000 runs/s"
     assert bulk[3] == "**not met**"
     assert rss[2] == "sqlite: 150 MB"
+
+
+def test_rows_no_make_bench_measured_are_marked_and_stamped_rows_are_not() -> None:
+    doc = _strip_header(DOC).replace(
+        "| fit on 100k runs | ≤ 20 s | 8.1 s | met |",
+        "| fit on 100k runs | ≤ 20 s | "
+        + stamp("8.1 s", "2026-12-01 10:00 UTC", (1.0, 2.5))
+        + " | met |\n| a hand-measured bar | — | 7 | met |",
+    )
+    rows = [("advise, in-process, with expectations", "≤ 2 ms per run", stamp("0.20 ms", "now", (3.0, 2.0)), "met")]
+    out = rewrite_summary(doc, rows, "h", mark_unmeasured=True)
+    assert (
+        "| advise, in-process, with expectations | ≤ 2 ms per run | 0.20 ms [make bench now, load 2.0–3.0] | met |"
+        in out
+    )
+    assert "| a hand-measured bar | — | 7 " + NOT_REMEASURED + " | met |" in out
+    assert "8.1 s [make bench 2026-12-01 10:00 UTC, load 1.0–2.5] | met |" in out  # an older run's row keeps its date
+    assert rewrite_summary(_strip_header(out), rows, "h", mark_unmeasured=True) == out  # marked once
+
+
+def test_load_rows_state_every_backend_and_judge_all_goals() -> None:
+    out = (
+        "sqlite   workers=2   250.3 req/s  p50   10.2 ms  p99   90.0 ms  non-2xx 0  acked 3000  stored 3001  "
+        "meets the goal (>= 200 req/s, p99 <= 100 ms, 0 errors, stored >= acked)\n"
+        "postgres workers=2   180.0 req/s  p50   20.0 ms  p99  150.5 ms  non-2xx 0  acked 2000  stored 2000  "
+        "MISSES the goal (>= 200 req/s, p99 <= 100 ms, 0 errors, stored >= acked)\n"
+    )
+    ((_, target, measured, status),) = _load_rows(out, {})
+    assert target == "≥ 200 req/s, p99 ≤ 100 ms"
+    assert measured == (
+        "sqlite (2 workers): 250 req/s, p50 10.2 ms, p99 90 ms, 0 non-2xx, 3000 acknowledged / 3001 stored; "
+        "postgres (2 workers): 180 req/s, p50 20.0 ms, p99 150 ms, 0 non-2xx, 2000 acknowledged / 2000 stored"
+    )
+    assert status == "**not met**"
+    assert _load_rows(out.splitlines()[0], {})[0][3] == "met"
+    assert _load_rows("wrk not found", {}) == []
+
+
+def test_the_100k_fit_gives_its_time_memory_and_predict_rows() -> None:
+    out = (
+        "fit: 6.10 s wall (5.91 s CPU) for 100000 runs in 12000 cells (...); peak RSS 305 MB (before the fit: 200 MB)\n"
+        "predict 1,000 setups, 5 heads (best of 5): 22.4 ms as arrays (predict_arrays; median 23.0); ...\n"
+    )
+    fit, memory, predict = _fit_rows("100k")(out, {})
+    assert fit[1:] == ("≤ 20 s (issue #17: ≤ 10 s)", "6.1 s wall (5.9 s CPU)", "met")
+    assert memory[1:] == ("≤ 500 MB", "305 MB peak RSS (the 100k fit)", "met")
+    assert predict[2:] == ("22.4 ms (arrays)", "met")
+    assert [row[0] for row in _fit_rows("10k")(out, {})] == ["fit on 10k runs"]
