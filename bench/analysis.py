@@ -12,7 +12,13 @@ cores disturbs it little; the first pass is separate (cold caches), the rest are
 prints a SHA-256 of every run's full analysis (verdict, recommendations, stored analysis), the same
 for two trees exactly when their analyses are; ``--profile`` prints cProfile's top functions.
 
+``--ab DIR`` compares this tree with the tree in ``DIR`` on a busy machine: one worker process per
+tree (each imports its own tree's ``advisor``, with these same runs), their warm passes alternating
+one by one (which tree goes first alternates too), so that the machine's load falls on both alike;
+it prints each tree's passes and the after ÷ before ratio of each adjacent pair.
+
     .venv/bin/python -m bench.analysis [--runs 5000] [--passes 5] [--digest] [--profile N]
+    .venv/bin/python -m bench.analysis --ab /tmp/before [--runs 5000] [--shape ingest] [--passes 10]
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import json
 import pstats
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -221,6 +229,72 @@ def _run_of(item: tuple[ResolvedRun, SLO | None, list[BaselinePoint]]) -> Canoni
     return item[0].run
 
 
+#: One tree's side of ``--ab``, run with that tree as the working directory (``-c`` puts it first
+#: on ``sys.path``): the cold pass and its digest, then one warm pass per line read. Only the names
+#: every tree's ``bench.analysis`` has (``make_inputs``, ``analyse_all``, ``digest``).
+_WORKER = """
+import gc, sys, time
+from advisor.catalog import Catalog
+from advisor.rules import get_rules
+from bench.analysis import analyse_all, digest, make_inputs
+n, shape = int(sys.argv[1]), sys.argv[2]
+catalog = Catalog.default()
+get_rules()
+items = make_inputs(n, catalog=catalog, shape=shape)
+gc.collect()
+gc.freeze()
+gc.set_threshold(10_000, 10, 10)
+print(digest(analyse_all(items, catalog)), flush=True)
+for _ in sys.stdin:
+    start = time.process_time()
+    analyse_all(items, catalog)
+    print((time.process_time() - start) / len(items) * 1e6, flush=True)
+"""
+
+
+def _ab(before: Path, runs: int, shape: str, passes: int) -> int:
+    """``--ab``: the passes of ``before`` and of this tree alternating (see the module docstring)."""
+    trees = {"before": before.resolve(), "after": Path(__file__).resolve().parents[1]}
+    workers = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(runs), shape],
+            cwd=tree,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name, tree in trees.items()
+    }
+    digests = {name: (w.stdout.readline().strip() if w.stdout else "") for name, w in workers.items()}
+    times: dict[str, list[float]] = {name: [] for name in workers}
+    load = Path("/proc/loadavg").read_text().split()[0]
+    for i in range(passes):
+        for name in ("before", "after") if i % 2 == 0 else ("after", "before"):
+            worker = workers[name]
+            assert worker.stdin is not None and worker.stdout is not None
+            worker.stdin.write("\n")
+            worker.stdin.flush()
+            times[name].append(float(worker.stdout.readline()))
+    end_load = Path("/proc/loadavg").read_text().split()[0]
+    for worker in workers.values():
+        if worker.stdin is not None:
+            worker.stdin.close()
+        worker.wait()
+    ratios = [a / b for a, b in zip(times["after"], times["before"], strict=True)]
+    for name in workers:
+        t = times[name]
+        print(
+            f"{name}: {trees[name]}: median {statistics.median(t):.1f} µs/run (min {min(t):.1f}, "
+            f"max {max(t):.1f}); passes {', '.join(f'{x:.0f}' for x in t)}; digest {digests[name]}"
+        )
+    print(
+        f"after ÷ before, pass by pass: median ×{statistics.median(ratios):.2f} (range ×{min(ratios):.2f}–"
+        f"×{max(ratios):.2f}); {runs} {shape} runs, {passes} passes each; load {load}–{end_load}; "
+        f"digests {'equal' if digests['before'] == digests['after'] else 'DIFFERENT'}"
+    )
+    return 0 if digests["before"] == digests["after"] else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5000)
@@ -230,7 +304,10 @@ def main() -> int:
     parser.add_argument("--dump", type=Path, help="write every analysis as JSON lines here")
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N (one warm pass)")
     parser.add_argument("--gc-default", action="store_true", help="keep CPython's GC thresholds (not the server's)")
+    parser.add_argument("--ab", type=Path, metavar="DIR", help="alternate passes with the tree in DIR (see above)")
     args = parser.parse_args()
+    if args.ab is not None:
+        return _ab(args.ab, args.runs, args.shape, args.passes)
 
     catalog = Catalog.default()
     get_rules()  # discovery and thresholds load once, as in a long-running server

@@ -39,6 +39,9 @@ __all__ = [
     "fast_frozen_init",
 ]
 
+#: ``isinstance(x, _NUMBER)``: a tuple, since ``int | float`` builds a Union on every call (hot paths).
+_NUMBER = (int, float)
+
 
 class Status(StrEnum):
     """Lifecycle (ruff's preview/stable): preview rules may still change or be tuned."""
@@ -184,7 +187,7 @@ class Evidence:
     def to_dict(self) -> dict[str, Any]:
         found = (
             _round(float(self.found))
-            if isinstance(self.found, int | float) and not isinstance(self.found, bool)
+            if isinstance(self.found, _NUMBER) and not isinstance(self.found, bool)
             else self.found
         )
         return {"metric": self.metric, "found": found, "expected": self.expected, "source": self.source}

@@ -37,6 +37,9 @@ __all__ = [
     "plan_budget",
 ]
 
+#: ``isinstance(x, _NUMBER)``: a tuple, since ``int | float`` builds a Union on every call (hot paths).
+_NUMBER = (int, float)
+
 #: How far an *estimated* compute figure may be off, either way (specs.py derives it from bandwidth
 #: or from an 8-bit rate; published parts of the same class span about 2× around such estimates).
 ESTIMATE_BAND: float = 2.0
@@ -172,7 +175,7 @@ def _matters(ctx: RunContext, objectives: tuple[str, ...], value: float, limit: 
 def _slo(ctx: RunContext, objective: str) -> float | None:
     slo = ctx.slo
     value = getattr(slo, objective, None) if slo is not None else None
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+    return float(value) if isinstance(value, _NUMBER) and value > 0 else None
 
 
 def plan_budget(ctx: RunContext, limits: BudgetLimits) -> BudgetPlan | None:

@@ -62,6 +62,9 @@ __all__ = [
     "ttft_breakdown",
 ]
 
+#: ``isinstance(x, _NUMBER)``: a tuple, since ``int | float`` builds a Union on every call (hot paths).
+_NUMBER = (int, float)
+
 #: Fraction of the compute ceiling prefill reaches when nothing better is known. Published vLLM and
 #: SGLang prefill runs land at 40-60 % MFU for 7-70B models; 0.5 keeps estimates in that band.
 ASSUMED_PREFILL_MFU = 0.5
@@ -242,7 +245,7 @@ def metric_value(run: CanonicalRun, path: str) -> float | None:
     value: Any = getattr(run.metrics, head, None)
     if tail:
         value = getattr(value, tail, None) if isinstance(value, Percentiles) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, _NUMBER):
         return None
     return float(value)
 
@@ -397,14 +400,21 @@ def comparable(
 
 def _same_traffic(a: _Workload, b: _Workload, tolerance: float) -> bool:
     """Each of the four workload values within ``tolerance`` of the other's, relative to the larger
-    (both missing counts as the same, one missing does not). One loop: the baseline's inner one."""
-    for x, y in zip(a, b, strict=True):
-        if x is None or y is None:
-            if x is not None or y is not None:
-                return False
-        elif x != y and not abs(x - y) <= tolerance * max(abs(x), abs(y)):
-            return False
-    return True
+    (both missing counts as the same, one missing does not). Unrolled over the four: the
+    baseline's inner loop asks it of every point of the cell, most of which differ in the first."""
+    return (
+        _close(a[0], b[0], tolerance)
+        and _close(a[1], b[1], tolerance)
+        and _close(a[2], b[2], tolerance)
+        and _close(a[3], b[3], tolerance)
+    )
+
+
+def _close(x: float | None, y: float | None, tolerance: float) -> bool:
+    """:func:`_same_traffic` of one value (NaN is close to nothing, itself included)."""
+    if x is None or y is None:
+        return x is None and y is None
+    return x == y or abs(x - y) <= tolerance * max(abs(x), abs(y))
 
 
 def _robust(values: Sequence[float]) -> tuple[float, float]:
@@ -930,9 +940,15 @@ class TtftBreakdown:
     @property
     def dominant(self) -> str:
         """The largest of ``queueing``, ``prefill`` (net of the cache) and ``remainder``."""
+        # max() over the three by (ms, is prefill), spelled out: the first one stays unless a later
+        # one's key is greater, so a tie goes to prefill (rules ask this per run).
         net_prefill = (self.prefill.ms or 0.0) + (self.cache.ms or 0.0)
-        parts = {"queueing": self.queueing.ms or 0.0, "prefill": net_prefill, "remainder": self.remainder.ms or 0.0}
-        return max(parts, key=lambda k: (parts[k], k == "prefill"))
+        best, key = "queueing", (self.queueing.ms or 0.0, False)
+        if (net_prefill, True) > key:
+            best, key = "prefill", (net_prefill, True)
+        if (self.remainder.ms or 0.0, False) > key:
+            best = "remainder"
+        return best
 
     def share(self, part: str) -> float:
         """A part's share of the total (prefill net of the cache)."""
@@ -963,7 +979,7 @@ def _prefill_rate(ctx: RunContext) -> tuple[float, str, float] | None:
         return ctx.measured.prefill_tok_s, "metrics.prefill_tok_s", 0.8
     band = getattr(ctx.expectations, "prefill_tok_s", None) if ctx.expectations is not None else None
     expected = getattr(band, "expected", None) if band is not None else None
-    if isinstance(expected, int | float) and expected > 0:
+    if isinstance(expected, _NUMBER) and expected > 0:
         return float(expected), "expected prefill_tok_s", 0.6
     if ctx.roofline is not None and ctx.roofline.prefill_ceiling_tok_s:
         rate = ctx.roofline.prefill_ceiling_tok_s * ASSUMED_PREFILL_MFU

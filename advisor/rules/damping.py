@@ -7,12 +7,34 @@ The limits live in the ``[common]`` section of ``rules/thresholds.toml``.
 
 from __future__ import annotations
 
-from advisor.rules.base import Gain
+from contextvars import ContextVar, Token
+
+from advisor.rules.base import Gain, Rule
 from advisor.rules.config import RuleConfig, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.severity import Severity
 
-__all__ = ["COMMON_SPECS", "SLO_METRICS", "gain_cap", "sample_cap", "slo_cap", "slo_ratio"]
+__all__ = [
+    "COMMON_SPECS",
+    "CONTEXT_SEVERITY_CAP",
+    "SLO_METRICS",
+    "dropping_below",
+    "floor",
+    "gain_cap",
+    "ranked_severity",
+    "sample_cap",
+    "slo_cap",
+    "slo_ratio",
+    "stop_dropping",
+]
+
+#: Missing context is information, not failure: a rule that asks for a field (``asks_for_context``)
+#: is never above this, so it never trips ``--fail-on severe`` and never fails the verdict.
+CONTEXT_SEVERITY_CAP = Severity.MODERATE
+
+#: The severity below which the engine drops findings while it evaluates the rules (``advise``'s
+#: ``min_severity``). Outside :func:`dropping_below` it is ``none``: every finding is built in full.
+_FLOOR: ContextVar[Severity] = ContextVar("advisor_rules_floor", default=Severity.NONE)
 
 COMMON_SPECS: tuple[ThresholdSpec, ...] = (
     ThresholdSpec(
@@ -55,6 +77,36 @@ def gain_cap(common: RuleConfig, gain: Gain | None) -> Severity | None:
     if gain is None:
         return None
     return common.t("gain_relative").severity_of(abs(gain.relative))
+
+
+def ranked_severity(rule: Rule, severity: Severity, gain: Gain | None) -> Severity:
+    """The severity the engine ranks ``rule``'s finding at: damped by the size of its expected gain
+    (unless the rule opts out, ``damp_by_gain``), and at most :data:`CONTEXT_SEVERITY_CAP` for a
+    rule that asks for missing context."""
+    # damp() spelled out: the engine asks this of every finding, and a rule of each it may drop.
+    if gain is not None and rule.damp_by_gain:
+        severity = min(severity, rule.common.t("gain_relative").severity_of(abs(gain.relative)))  # gain_cap()
+    if rule.asks_for_context and severity > CONTEXT_SEVERITY_CAP:
+        return CONTEXT_SEVERITY_CAP
+    return severity
+
+
+def floor() -> Severity:
+    """The severity below which the current evaluation drops findings (``none`` outside ``advise``)."""
+    return _FLOOR.get()
+
+
+def dropping_below(min_severity: Severity) -> Token[Severity]:
+    """While the engine evaluates the rules: findings ranked below ``min_severity`` are dropped, so
+    a rule may skip building their texts (:func:`advisor.rules.helpers.dropped`). Hand the token
+    back to :func:`stop_dropping` when done (a ``try``/``finally``: cheaper than a context manager,
+    which the engine would enter on every run)."""
+    return _FLOOR.set(min_severity)
+
+
+def stop_dropping(token: Token[Severity]) -> None:
+    """The floor as it was before :func:`dropping_below` gave ``token``."""
+    _FLOOR.reset(token)
 
 
 def sample_cap(common: RuleConfig, n: int | None) -> Severity:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from advisor.rules.base import ACTIONS, FIX_KEYS, Evidence, Finding, Gain, Rule, Status, fast_frozen_init
 from advisor.rules.context import MissingField, RunContext
-from advisor.rules.damping import SLO_METRICS, gain_cap
+from advisor.rules.damping import CONTEXT_SEVERITY_CAP, SLO_METRICS, dropping_below, ranked_severity, stop_dropping
 from advisor.rules.registry import docs_url, get_rules
-from advisor.rules.severity import Severity, damp
+from advisor.rules.severity import Severity
 
 if TYPE_CHECKING:
     from advisor.ml.expectations import Expectations
@@ -45,9 +45,6 @@ Verdict = Literal["pass", "warn", "fail"]
 _FULL_GAIN = math.log(4.0)
 #: Size assumed for findings that predict no number (measurement quality, missing fields).
 _UNKNOWN_GAIN_SIZE = 0.5
-#: Missing context is information, not failure: a rule that asks for a field (``asks_for_context``)
-#: is never above this, so it never trips ``--fail-on severe`` and never fails the verdict.
-CONTEXT_SEVERITY_CAP = Severity.MODERATE
 
 
 @fast_frozen_init
@@ -257,28 +254,27 @@ def advise(
     active = tuple(rules) if rules is not None else get_rules()
     fired: list[tuple[Rule, Finding, Severity]] = []
     suppressed: list[Suppressed] = []
-    for rule in active:
-        try:
-            finding = rule.evaluate(ctx)
-        except Exception as exc:
-            if strict:
-                raise
-            logger.exception("rule %s failed", rule.id)
-            suppressed.append(Suppressed(rule.id, Severity.NONE, f"error: {type(exc).__name__}: {exc}"))
-            continue
-        if finding is None:
-            continue
-        severity = (
-            damp(finding.severity, gain_cap(rule.common, finding.expected_gain))
-            if rule.damp_by_gain
-            else finding.severity
-        )
-        if rule.asks_for_context:
-            severity = damp(severity, CONTEXT_SEVERITY_CAP)
-        if severity < min_severity:
-            suppressed.append(Suppressed(rule.id, severity, "below-threshold"))
-            continue
-        fired.append((rule, finding, severity))
+    # A rule may return a bare finding (no texts) when it will rank below ``min_severity``.
+    token = dropping_below(min_severity)
+    try:
+        for rule in active:
+            try:
+                finding = rule.evaluate(ctx)
+            except Exception as exc:
+                if strict:
+                    raise
+                logger.exception("rule %s failed", rule.id)
+                suppressed.append(Suppressed(rule.id, Severity.NONE, f"error: {type(exc).__name__}: {exc}"))
+                continue
+            if finding is None:
+                continue
+            severity = ranked_severity(rule, finding.severity, finding.expected_gain)
+            if severity < min_severity:
+                suppressed.append(Suppressed(rule.id, severity, "below-threshold"))
+                continue
+            fired.append((rule, finding, severity))
+    finally:
+        stop_dropping(token)
 
     superseded: dict[str, str] = {}
     for rule, _finding, _severity in fired:

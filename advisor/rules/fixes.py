@@ -2,9 +2,15 @@
 
 Each function returns ``{runtime: text}`` for the runtimes where the knob exists; ``other`` is the
 runtime-agnostic advice. Rules combine and extend them; the engine puts the run's own runtime first.
+
+The texts are pure over their few arguments and the static tables they read (``runtimes.toml``,
+``quant_support.toml``, both loaded once), so the builders rules call per finding remember them:
+each call still returns a new dict, which the caller may change.
 """
 
 from __future__ import annotations
+
+import functools
 
 from advisor.catalog.capabilities import QuantChoice, weight_quant_choice
 from advisor.rules.runtimes import flag, table
@@ -123,6 +129,11 @@ def kv_cache_quant(generation: str | None = None) -> dict[str, str]:
     scale caveats off Hopper/Blackwell (FlashInfer or Triton on NVIDIA, its ROCm backend on AMD) and
     the scale caveat on them, SGLang's fused-backend warning, TGI's CUDA-only FP8 cache, TensorRT-LLM's
     FP8 generations."""
+    return dict(_kv_cache_quant(generation))
+
+
+@functools.lru_cache(maxsize=64, typed=True)  # one entry per device generation
+def _kv_cache_quant(generation: str | None) -> tuple[tuple[str, str], ...]:
     native = generation in ("hopper", "blackwell")
     amd = (generation or "").startswith(("cdna", "rdna"))
     gen = _GENERATION_LABEL.get(generation or "", generation or "this GPU")
@@ -142,7 +153,7 @@ def kv_cache_quant(generation: str | None = None) -> dict[str, str]:
         if generation in ("ada", "hopper", "blackwell") or generation is None
         else f"TensorRT-LLM's FP8 KV cache needs Ada, Hopper or Blackwell; on {gen} keep the 16-bit cache."
     )
-    return {
+    texts = {
         "vllm": f"{flag('vllm', '--kv-cache-dtype')} fp8.{vllm_caveat}",
         "sglang": f"{flag('sglang', '--kv-cache-dtype')} fp8_e5m2.{sglang_caveat}",
         "tgi": tgi,
@@ -161,6 +172,7 @@ def kv_cache_quant(generation: str | None = None) -> dict[str, str]:
         ),
         "other": "Store the KV cache in 8 bits (FP8 or Q8_0): half the bytes per token to read and to hold.",
     }
+    return tuple(texts.items())
 
 
 def memory_fraction(target: float) -> dict[str, str]:
@@ -206,7 +218,12 @@ def _llamacpp_slots(n: int, build: str | None) -> str:
 def max_seqs(n: int, build: str | None = None) -> dict[str, str]:
     """Set the number of sequences decoded together to ``n``; ``build`` is the run's runtime
     version, which decides llama.cpp's text (``--kv-unified`` only exists from b5913)."""
-    return {
+    return dict(_max_seqs(n, build))
+
+
+@functools.lru_cache(maxsize=1024, typed=True)  # a deployment's batch sizes × runtime versions; 4 ≠ 4.0
+def _max_seqs(n: int, build: str | None) -> tuple[tuple[str, str], ...]:
+    texts = {
         "vllm": f"--max-num-seqs {n}",
         "sglang": f"--max-running-requests {n}",
         # On CUDA TGI's unpadded models ignore --max-batch-size (launcher docs): the batch is
@@ -226,6 +243,7 @@ def max_seqs(n: int, build: str | None = None) -> dict[str, str]:
         "llamacpp": _llamacpp_slots(n, build),
         "other": f"Allow {n} sequences to be decoded together.",
     }
+    return tuple(texts.items())
 
 
 _GENERATION_LABEL = {
@@ -313,6 +331,11 @@ def weight_quant(target_bits: float, generation: str | None = None) -> dict[str,
     """Quantize weights to about ``target_bits`` (8 → FP8 / INT8 / Q8_0, otherwise 4-bit), with
     the method each runtime runs on ``generation`` (capabilities.csv). A runtime with no method
     for this generation is left out; with the generation unknown every fix says what FP8 needs."""
+    return dict(_weight_quant(target_bits, generation))
+
+
+@functools.lru_cache(maxsize=256, typed=True)  # a few bit targets × device generations
+def _weight_quant(target_bits: float, generation: str | None) -> tuple[tuple[str, str], ...]:
     out: dict[str, str] = {}
     for runtime in ("vllm", "sglang", "tgi", "trtllm", "ollama", "llamacpp", "mlx"):
         if generation is None:
@@ -331,7 +354,7 @@ def weight_quant(target_bits: float, generation: str | None = None) -> dict[str,
         if target_bits >= 7
         else "Quantize the weights to 4 bits (AWQ, GPTQ or Q4_K_M); check quality on your evals first."
     )
-    return out
+    return tuple(out.items())
 
 
 def _unknown_generation_choice(runtime: str, target_bits: float) -> QuantChoice | None:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 from advisor.ml.prior import PREFILL_ATTENTION_SLOWDOWN
 from advisor.physics import HardwareSpec, ModelSpec, Roofline
 from advisor.physics.roofline import prefill_attention_flops, prefill_matmul_flops, prefill_seconds_split
 from advisor.rules import runtimes
-from advisor.rules.base import EvidenceSource
+from advisor.rules.base import EvidenceSource, Finding, Gain, Rule
 from advisor.rules.config import RuleConfig
 from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext
-from advisor.rules.damping import slo_cap
+from advisor.rules.damping import floor, ranked_severity, slo_cap
 from advisor.rules.severity import Severity, Thresholds
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "decode_at_ceiling",
     "decode_efficiency",
     "describe_setup",
+    "dropped",
     "expected_by",
     "fmt",
     "fmt_range",
@@ -43,6 +46,9 @@ __all__ = [
     "ttft_typical",
     "workload_advice_applies",
 ]
+
+#: ``isinstance(x, _NUMBER)``: a tuple, since ``int | float`` builds a Union on every call (hot paths).
+_NUMBER = (int, float)
 
 #: Prefill (net of the prefix cache) below this share of the TTFT is a minor part of it: prompt,
 #: prefix and batched-token advice then stays silent. Kept low on purpose: the prefill estimate
@@ -72,6 +78,12 @@ def fmt(value: float | None, unit: str = "") -> str:
     """3 significant digits, thousands separators, optional unit: ``"33.5 tok/s"``, ``"8,192"``."""
     if value is None or not math.isfinite(value):
         return "unknown"
+    if value == 0:  # 0.0 and -0.0 are one key of the cache below but print "0" and "-0"
+        return _fmt(value, unit)
+    return _fmt_remembered(value, unit)
+
+
+def _fmt(value: float, unit: str) -> str:
     magnitude = abs(value)
     if magnitude >= 1000:
         text = f"{value:,.0f}"
@@ -82,6 +94,28 @@ def fmt(value: float | None, unit: str = "") -> str:
     else:
         text = f"{value:.2f}".rstrip("0").rstrip(".")
     return f"{text} {unit}".strip() if unit else text
+
+
+#: :func:`fmt` remembered by value (and type: a numpy float is another key) and unit: some 30 calls
+#: a run, most of them on a setup's ceilings and a rule's limits, which repeat from run to run.
+_fmt_remembered = functools.lru_cache(maxsize=4096, typed=True)(_fmt)
+
+
+#: The fix and details of a bare finding (never read: the engine drops it).
+_NO_FIX: Mapping[str, str] = MappingProxyType({})
+
+
+def dropped(rule: Rule, severity: Severity, gain: Gain | None = None) -> Finding | None:
+    """A bare finding (``severity`` and ``gain``, no title, evidence or fix) when the engine will
+    rank it below the floor it drops findings at, else ``None``: build the finding in full. A rule
+    returns it as soon as it knows both numbers, and skips the texts nobody would read; the engine
+    lists it as suppressed exactly as it would the full one (the same :func:`ranked_severity`).
+    A severity of ``none`` may be dropped before its gain is known (damping only lowers it), by a
+    rule that returns a finding from there on whatever it computes. Outside the engine the floor is
+    ``none``: every finding is built."""
+    if ranked_severity(rule, severity, gain) >= floor():
+        return None
+    return Finding(severity, "", (), _NO_FIX, gain, details=_NO_FIX)
 
 
 def fmt_range(low: float, high: float, unit: str = "") -> str:
@@ -185,7 +219,7 @@ def prefill_rate(ctx: RunContext) -> tuple[float, EvidenceSource] | None:
     exp = ctx.expectations
     band = getattr(exp, "prefill_tok_s", None) if exp is not None else None
     expected = getattr(band, "expected", None) if band is not None else None
-    if isinstance(expected, int | float) and expected > 0:
+    if isinstance(expected, _NUMBER) and expected > 0:
         return float(expected), "model"
     if ctx.roofline is not None and ctx.roofline.prefill_ceiling_tok_s:
         return ctx.roofline.prefill_ceiling_tok_s * ASSUMED_PREFILL_MFU, "physics"

@@ -36,6 +36,9 @@ __all__ = [
     "tp_interconnect",
 ]
 
+#: ``isinstance(x, _NUMBER)``: a tuple, since ``int | float`` builds a Union on every call (hot paths).
+_NUMBER = (int, float)
+
 #: Used when the catalog cannot resolve a target format (bits from data/quantization.csv).
 QUANT_FALLBACKS: dict[str, QuantSpec] = {
     "fp8": QuantSpec("fp8-e4m3", "FP8 E4M3", 8.0, "float"),
@@ -233,7 +236,7 @@ def _expected(
 def _expected_value(exp: object, metric: str) -> float | None:
     band = getattr(exp, metric, None)
     value = getattr(band, "expected", None) if band is not None else None
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+    return float(value) if isinstance(value, _NUMBER) and value > 0 else None
 
 
 def _ratio(

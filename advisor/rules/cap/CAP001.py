@@ -8,7 +8,7 @@ from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import annotate_fix, fmt
+from advisor.rules.helpers import annotate_fix, dropped, fmt
 from advisor.rules.limits import FRACTION_TARGET
 from advisor.rules.severity import Severity, damp
 
@@ -96,7 +96,19 @@ class KvPoolSaturated(Rule):
         else:
             pressure = Severity.MODERATE
         severity = damp(self.t("usage").severity_of(usage), pressure)
+        if severity is Severity.NONE and (bare := dropped(self, severity)) is not None:
+            return bare  # no gain lifts it above none: the what-ifs are not needed to drop it
         action, fix, new, what = self._plan(ctx)
+        cur = ctx.roofline
+        gain: Gain | None = None
+        pool_ratio: float | None = None
+        if cur is not None and new is not None and cur.kv_pool_tokens and new.kv_pool_tokens:
+            pool_ratio = new.kv_pool_tokens / cur.kv_pool_tokens
+            gain = self._throughput_gain(ctx, cur, pool_ratio) or Gain(
+                "kv_pool_tokens", float(cur.kv_pool_tokens), float(new.kv_pool_tokens)
+            )
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
         # Leave out the lever already proposed, an 8-bit KV cache that is already 8-bit (or that
         # TensorRT-LLM cannot run on this GPU), and more GPUs when that is the proposal.
         skip = {"quantize-kv-cache": "kv", "add-capacity": "capacity"}.get(action)
@@ -106,14 +118,6 @@ class KvPoolSaturated(Rule):
             for k, v in _OTHER_LEVERS.items()
         }
         fix = {k: f"{t.rstrip('.')}. Other levers: {levers[k]}." if levers.get(k) else t for k, t in fix.items()}
-        cur = ctx.roofline
-        gain: Gain | None = None
-        pool_ratio: float | None = None
-        if cur is not None and new is not None and cur.kv_pool_tokens and new.kv_pool_tokens:
-            pool_ratio = new.kv_pool_tokens / cur.kv_pool_tokens
-            gain = self._throughput_gain(ctx, cur, pool_ratio) or Gain(
-                "kv_pool_tokens", float(cur.kv_pool_tokens), float(new.kv_pool_tokens)
-            )
         evidence = [
             Evidence(
                 "kv_cache_usage_mean" if m.kv_cache_usage_mean is not None else "kv_cache_usage_max",

@@ -6,7 +6,7 @@ from advisor.rules import runtimes
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt
+from advisor.rules.helpers import dropped, fmt
 from advisor.rules.severity import Severity
 
 #: Ollama's default num_ctx over the years; a prompt of exactly this length was likely cut to it.
@@ -80,6 +80,8 @@ class ContextWindowTruncatesPrompt(Rule):
                 return None
             window, fill = hit, (prompt + output) / hit
             severity, confidence, inferred = Severity.MODERATE, 0.5, True
+        if (bare := dropped(self, severity, None)) is not None:
+            return bare
         needed = int(2 ** (int(prompt + output - 1).bit_length()))
         slots = ctx.engine.max_num_seqs.value or 1
         return Finding(

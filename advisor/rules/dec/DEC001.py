@@ -9,7 +9,7 @@ from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import decode_at_ceiling, fmt, matter_cap
+from advisor.rules.helpers import decode_at_ceiling, dropped, fmt, matter_cap
 from advisor.rules.limits import DECODE_EFFICIENCY, DECODE_OBJECTIVES, DECODE_TOK_S, MAX_EFFICIENCY
 from advisor.rules.severity import damp
 
@@ -119,6 +119,9 @@ class NearCeilingWithWideWeights(Rule):
             self.t("efficiency").severity_of(eff),
             matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
         )
+        gain = Gain("decode_tok_s", decode, to)
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
         fix = fixes.weight_quant(target_bits, cap.generation if cap is not None else None)
         method = (
             Evidence(
@@ -169,7 +172,7 @@ class NearCeilingWithWideWeights(Rule):
                 *extra,
             ),
             fix=fix,
-            expected_gain=Gain("decode_tok_s", decode, to),
+            expected_gain=gain,
             confidence=round((0.75 if target_bits >= 7 else 0.55) - (0.1 if estimated else 0.0), 2),
         )
 

@@ -6,7 +6,7 @@ from advisor.rules import whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import decode_efficiency, fmt, is_reasoning_model, matter_cap, output_shortfall
+from advisor.rules.helpers import decode_efficiency, dropped, fmt, is_reasoning_model, matter_cap, output_shortfall
 from advisor.rules.knobs import normalise_key
 from advisor.rules.limits import DECODE_OBJECTIVES, DECODE_TOK_S
 from advisor.rules.severity import damp
@@ -88,6 +88,9 @@ class FarBelowCeiling(Rule):
             target = float(expected)
         if target <= decode:
             return None
+        gain = Gain("decode_tok_s", decode, target)
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
         cause_text = "; ".join(text for text, _ in causes) if causes else "no cause is visible in the run's settings"
         fix = self._fix(ctx, causes)
         hidden = _hidden_tokens(ctx)
@@ -123,7 +126,7 @@ class FarBelowCeiling(Rule):
                 *((hidden[1],) if hidden is not None and hidden[1] is not None else ()),
             ),
             fix=fix,
-            expected_gain=Gain("decode_tok_s", decode, target),
+            expected_gain=gain,
             confidence=(0.7 if causes else 0.45) * (0.5 if hidden is not None else 1.0),
         )
 

@@ -8,7 +8,7 @@ from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import annotate_fix, fmt, matter_cap
+from advisor.rules.helpers import annotate_fix, dropped, fmt, matter_cap
 from advisor.rules.limits import DECODE_OBJECTIVES, DECODE_TOK_S
 from advisor.rules.severity import damp
 
@@ -66,21 +66,30 @@ class LongContextKvReads(Rule):
             matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
         )
         sixteen = ctx.engine.kv_cache_16bit is not False
+        dtype = "q8_0" if ctx.runtime in ("ollama", "llamacpp") else "fp8"
+        keep = self.p("trim_fraction")
         if sixteen:
-            dtype = "q8_0" if ctx.runtime in ("ollama", "llamacpp") else "fp8"
             new = whatif.reanalyse(ctx, kv_cache_dtype=dtype)
+        else:
+            new = whatif.reanalyse(
+                ctx,
+                prompt_tokens=round((cur.prompt_tokens or 0) * keep),
+                kv_depth_tokens=round(cur.kv_depth_tokens * keep),
+            )
+        ratio = whatif.decode_ratio(ctx, new) if new is not None else None
+        if ratio is None or ratio <= 1.0:
+            return None
+        to = decode * ratio
+        gain = Gain("decode_tok_s", decode, to)
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
+        if sixteen:
             action, fix, what = (
                 "quantize-kv-cache",
                 fixes.kv_cache_quant(_generation(ctx)),
                 f"an 8-bit ({dtype}) KV cache",
             )
         else:
-            keep = self.p("trim_fraction")
-            new = whatif.reanalyse(
-                ctx,
-                prompt_tokens=round((cur.prompt_tokens or 0) * keep),
-                kv_depth_tokens=round(cur.kv_depth_tokens * keep),
-            )
             action, what = "reduce-context", f"keeping {keep:.0%} of the context"
             fix = {
                 "other": (
@@ -88,10 +97,6 @@ class LongContextKvReads(Rule):
                     "and tool output."
                 )
             }
-        ratio = whatif.decode_ratio(ctx, new) if new is not None else None
-        if ratio is None or ratio <= 1.0:
-            return None
-        to = decode * ratio
         return Finding(
             severity=severity,
             title=(
@@ -111,7 +116,7 @@ class LongContextKvReads(Rule):
                 Evidence("decode_tok_s", decode, f"≈ {fmt(to)} with {what}", "physics"),
             ),
             fix=annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
-            expected_gain=Gain("decode_tok_s", decode, to),
+            expected_gain=gain,
             confidence=0.7 if sixteen else 0.5,
             action=action,
         )

@@ -5,7 +5,7 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
-from advisor.rules.helpers import fmt
+from advisor.rules.helpers import dropped, fmt
 from advisor.rules.severity import Severity, damp
 
 _TAILS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
@@ -47,6 +47,8 @@ class TooFewRequestsForP99(Rule):
         # A measurement problem is never critical by itself; it matters more when a p99 SLO
         # (and so the verdict) rests on it.
         severity = damp(self.t("requests").severity_of(float(n)), Severity.SEVERE if judged else Severity.MODERATE)
+        if (bare := dropped(self, severity, None)) is not None:
+            return bare
         return Finding(
             severity=severity,
             title=(

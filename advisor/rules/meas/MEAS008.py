@@ -5,7 +5,7 @@ from typing import ClassVar
 from advisor.rules.base import Evidence, Finding, Rule
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import IMPLAUSIBLE_ITL_MS, RunContext
-from advisor.rules.helpers import fmt
+from advisor.rules.helpers import dropped, fmt
 
 
 class ImplausibleItl(Rule):
@@ -50,6 +50,8 @@ class ImplausibleItl(Rule):
             return None
         path, value = found
         severity = self.t("itl_ms").severity_of(value)
+        if (bare := dropped(self, severity, None)) is not None:
+            return bare
         tpot = ctx.run.metrics.tpot_ms.p50 or ctx.run.metrics.tpot_ms.mean
         evidence = [Evidence(path, value, f">= {fmt(IMPLAUSIBLE_ITL_MS)} (10,000 tok/s per stream)", "physics")]
         if tpot:

@@ -6,6 +6,7 @@ from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.helpers import (
+    dropped,
     fmt,
     matter_cap,
     prefill_advice_applies,
@@ -73,11 +74,16 @@ class LongPrompt(Rule):
             matter_cap(ctx, self.common, TTFT_OBJECTIVES, self.t("ttft_ms"), ttft_value),
             Severity.LOW if unsplit_under_load else None,
         )
+        if severity is Severity.NONE and (bare := dropped(self, severity)) is not None:
+            return bare  # no gain lifts it above none: the prefill what-if is not needed to drop it
         depth = (ctx.run.workload.kv_depth_tokens or 0.0) + (m.prompt_tokens - uncached)
         part = min(ttft_value, estimate) if estimate is not None else ttft_value
         kept = uncached * self.p("trim_fraction")
         ratio = prefill_work_ratio(ctx, kept, depth, uncached, depth)
         to = max(ttft_value - part * (1.0 - ratio), 1.0)
+        gain = Gain(ttft_path, ttft_value, to)
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
         shared = ctx.run.workload.shared_prefix_tokens
         share_note = f" ({shared / m.prompt_tokens:.0%} of it a shared prefix)" if shared and m.prompt_tokens else ""
         evidence = [
@@ -114,6 +120,6 @@ class LongPrompt(Rule):
                     f"{ratio:.0%}."
                 )
             },
-            expected_gain=Gain(ttft_path, ttft_value, to),
+            expected_gain=gain,
             confidence=0.7 if estimate is not None else 0.5,
         )

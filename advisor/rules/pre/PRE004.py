@@ -9,7 +9,7 @@ from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, BudgetPlan, limi
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_ratio
-from advisor.rules.helpers import annotate_fix, fmt, matter_cap, prefill_rate, ttft_typical
+from advisor.rules.helpers import annotate_fix, dropped, fmt, matter_cap, prefill_rate, ttft_typical
 from advisor.rules.knobs import knob_name
 from advisor.rules.limits import TTFT_MS, TTFT_OBJECTIVES
 from advisor.rules.severity import Severity, damp
@@ -104,6 +104,9 @@ class BatchedTokensBudgetSmall(Rule):
             matter_cap(ctx, self.common, TTFT_OBJECTIVES, self.t("ttft_ms"), ttft_value),
             tails,
         )
+        gain = Gain(ttft_path, ttft_value, to)
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
         stall = (
             Evidence(
                 "predicted_chunk_ms",
@@ -149,7 +152,7 @@ class BatchedTokensBudgetSmall(Rule):
                 ctx.runtime,
                 ctx.run.setup.runtime_version,
             ),
-            expected_gain=Gain(ttft_path, ttft_value, to),
+            expected_gain=gain,
             confidence=0.4 if tails is not None or saturated else 0.55,
         )
 

@@ -8,7 +8,7 @@ from advisor.rules.budget import itl_guard
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap
-from advisor.rules.helpers import annotate_fix, fmt, latency_label, matter_cap, prefill_ms
+from advisor.rules.helpers import annotate_fix, dropped, fmt, latency_label, matter_cap, prefill_ms
 from advisor.rules.limits import TAIL_OBJECTIVES, TAIL_RATIO
 
 #: A prompt chunk whose prefill takes at least this share of the p99-p50 gap explains the tail.
@@ -81,6 +81,9 @@ class TailLatencyUnderBatching(Rule):
             matter_cap(ctx, self.common, TAIL_OBJECTIVES, self.t("p99_ms"), p99),
             sample_cap(self.common, ctx.measured.n_requests),
         )
+        gain = Gain(f"{path}.p99", p99, to)
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
         label = latency_label(path)
         return Finding(
             severity=severity,
@@ -112,7 +115,7 @@ class TailLatencyUnderBatching(Rule):
                 ctx.runtime,
                 ctx.run.setup.runtime_version,
             ),
-            expected_gain=Gain(f"{path}.p99", p99, to),
+            expected_gain=gain,
             # The step-time what-if is a lower bound: fewer streams also means fewer prefills
             # and less scheduling contention per step, which it does not model.
             confidence=0.35,
