@@ -76,6 +76,8 @@ class FarBelowCeiling(Rule):
         # one times its efficiency over this interconnect (advisor.physics.parallel).
         tp_eff = whatif.tp_efficiency(ctx)
         ceiling = cur.decode_ceiling_batch_tok_s * tp_eff
+        if not ceiling > 0.0:  # a degenerate device (bandwidth or TP efficiency underflows to 0)
+            return None
         eff = decode / ceiling
         severity = damp(
             self.t("efficiency").severity_of(eff),
