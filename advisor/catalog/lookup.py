@@ -75,8 +75,12 @@ KV_CACHE_DTYPE_ALIASES: dict[str, str] = {
 }
 
 # Model-name tokens that look like a weight format even when the catalog does not know it
-# (Q4_K_S, IQ3_XXS, UD-Q4_K_XL, ...): they are never part of the architecture's name.
-_QUANTISH = re.compile(r"^(?:i?q\d.*|f16|bf16|f32|fp\d+.*|int\d+|w\d+a\d+.*|nf4|\d+bit|mxfp\d|nvfp\d)$")
+# (Q4_K_S, IQ3_XXS, UD-Q4_K_XL, and the llm-compressor / AutoRound names of published checkpoints:
+# int4a16, nvfp4a16, 5.5bit, autoround): they are never part of the architecture's name.
+_QUANTISH = re.compile(
+    r"^(?:i?q\d.*|f16|bf16|f32|fp\d+.*|int\d+(?:a\d+)?|w\d+a\d+.*|nf4|\d+(?:\.\d+)?bits?|mxfp\d.*|nvfp\d.*"
+    r"|autoround)$"
+)
 # A generic marker ("int4") yields to a specific one in the same name ("gptq-int4" is GPTQ).
 _GENERIC_QUANT_TOKENS = frozenset({"int4", "int8", "w4a16", "fp16", "bf16"})
 _LLAMA_BENCH = re.compile(r"^(?P<arch>[a-z0-9][\w.\-]*) (?P<size>[0-9.?]+[bm](?:\.a[0-9.]+b)?) (?P<ftype>.+)$")

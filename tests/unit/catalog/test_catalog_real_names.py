@@ -78,3 +78,35 @@ def test_added_rows_shapes(catalog: Catalog, model: str, layers: int, kv_heads: 
         kv_heads,
         context,
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "quant"),
+    [
+        # llm-compressor / AutoRound checkpoint names, as llama_benchy/gabe298-… serves them
+        # ("Qwen3.8-27B-int4a16-autoround", "Qwen3.8-27B-NVFP4a16-AWQ"): the weight format is not part
+        # of the architecture, so a catalogued model behind such a name still resolves.
+        ("Qwen3-32B-int4a16-autoround", "qwen3-32b", None),
+        ("Qwen/Qwen3-32B-NVFP4a16-AWQ", "qwen3-32b", None),
+        ("Qwen3-32B-nvfp4a4-autoround", "qwen3-32b", None),
+        ("Qwen3-32B-INT4A16-AWQ", "qwen3-32b", None),
+        ("Qwen3-32B-5.5bit", "qwen3-32b", None),
+        ("Qwen3-32B-MXFP4A16", "qwen3-32b", None),
+        # A known marker alone still names the quantization.
+        ("Qwen3-32B-AWQ", "qwen3-32b", "awq-int4-g128"),
+        ("Qwen3-32B-NVFP4", "qwen3-32b", "nvfp4"),
+    ],
+)
+def test_weight_format_suffixes_never_hide_the_model(
+    catalog: Catalog, name: str, model: str, quant: str | None
+) -> None:
+    spec, implied = catalog.resolve_model(name)
+    assert spec.id == model
+    assert (implied.id if implied else None) == quant
+
+
+def test_a_fine_tune_name_is_not_a_weight_format(catalog: Catalog) -> None:
+    """Only weight-format tokens are dropped: a fine-tune's own name ("heretic-PrismaAura") is a
+    different model, which stays unknown rather than becoming its base."""
+    with pytest.raises(UnknownName):
+        catalog.resolve_model("Qwen3-32B-heretic-PrismaAura-5.5bit", field_prefix="setup.model")
