@@ -26,7 +26,7 @@ from typing import Any
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
 from advisor.ingest.base import Input, ParserBase
-from advisor.ingest.derive import decode_from_tpot, prefill_from_ttft
+from advisor.ingest.derive import decode_from_tpot, drop_unstreamed_timings, not_streamed, prefill_from_ttft
 from advisor.ingest.runtimes import runtime_from_backend
 
 __all__ = ["PARSERS", "BenchConsoleParser", "console_blocks"]
@@ -257,6 +257,8 @@ def parse_block(block: dict[str, Any], index: int) -> CanonicalRun:
     else:
         for field, stats in block["stats"].items():
             setattr(metrics, field, _percentiles(stats, f"[{index}].{field}"))
+        if not_streamed(metrics.itl_ms, workload.output_tokens_mean):
+            drop_unstreamed_timings(metrics, notes)
         decode_from_tpot(metrics)
         prefill_from_ttft(metrics, workload, notes)
     labels: dict[str, str] = {}

@@ -157,11 +157,15 @@ def _telemetry_gpu(doc: dict[str, Any], notes: list[str]) -> str | None:
 
 
 def _requested_output(config: dict[str, Any], *, aiperf: bool) -> float | None:
-    """The output length the run asked for: aiperf ``input.prompt.output_tokens.mean`` (``--osl``),
-    genai-perf ``input.output_tokens.mean`` or, in the flat 0.0.x config, ``output_tokens_mean``
+    """The output length the run asked for: aiperf ``input.prompt.output_tokens.mean`` (``--osl``;
+    from aiperf 0.8 the config echo's ``datasets[].prompts.osl.mean``), genai-perf
+    ``input.output_tokens.mean`` or, in the flat 0.0.x config, ``output_tokens_mean``
     (``--output-tokens-mean``, sent as ``max_tokens``)."""
     if aiperf:
         value = dig(config, "input", "prompt", "output_tokens", "mean")
+        datasets = config.get("datasets")
+        if value is None and isinstance(datasets, list):
+            value = next((v for d in datasets if (v := dig(d, "prompts", "osl", "mean")) is not None), None)
     else:
         value = dig(config, "input", "output_tokens", "mean")
         if value is None:

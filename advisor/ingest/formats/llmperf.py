@@ -8,6 +8,10 @@ A flat document (nested dicts flattened with ``_``). Pitfalls:
   or TPOT (docs/formats.md §9.2). llmperf has no TPOT;
 * ``_min``/``_max`` of the token counts are numpy int64 serialised by ``default=str``: strings;
 * output tokens are re-counted with a Llama-2 tokenizer whatever the model.
+
+Sweep drivers around llmperf (philschmid/llmperf-bench's ``main.py``) collect the summaries of a
+concurrency sweep in one JSON object keyed by concurrency (``{"1": {…summary…}, "2": …}``): each
+value is llmperf's own summary, read as one run.
 """
 
 from __future__ import annotations
@@ -43,6 +47,18 @@ def _metric(doc: dict[str, Any], name: str, *, unit: str | None) -> Percentiles:
         stat = key[len(prefix) :].removeprefix("quantiles_")
         stats[stat] = value
     return percentiles_from_mapping(stats, unit=unit, field=f"results_{name}")
+
+
+def is_summary(doc: Any) -> bool:
+    """One ``*_summary.json`` document (docs/formats.md §9.4 rule 4)."""
+    return isinstance(doc, dict) and doc.get("version") == RESULTS_VERSION and "results_ttft_s_mean" in doc
+
+
+def collected_summaries(doc: Any) -> dict[str, dict[str, Any]] | None:
+    """The summaries of a JSON object whose every value is one (a sweep driver's file), else None."""
+    if isinstance(doc, dict) and doc and not is_summary(doc) and all(is_summary(v) for v in doc.values()):
+        return {str(key): value for key, value in doc.items()}
+    return None
 
 
 def parse_llmperf(doc: dict[str, Any]) -> CanonicalRun:
@@ -107,14 +123,27 @@ class LlmperfParser(ParserBase):
     priority = 40
 
     def sniff(self, inp: Input) -> bool:
-        # docs/formats.md §9.4 rule 4.
         doc = inp.json
-        return isinstance(doc, dict) and doc.get("version") == RESULTS_VERSION and "results_ttft_s_mean" in doc
+        return is_summary(doc) or collected_summaries(doc) is not None
 
     def parse_record(self, record: Any, prefix: str) -> list[CanonicalRun]:
         if not isinstance(record, dict):
             raise self.fail("expected one JSON object (the *_summary.json file)", "body")
-        return [parse_llmperf(record)]
+        collected = collected_summaries(record)
+        if collected is None:
+            return [parse_llmperf(record)]
+        runs: list[CanonicalRun] = []
+        for key, summary in collected.items():
+            try:
+                run = parse_llmperf(summary)
+            except IngestError as exc:
+                exc.field = f"{key}.{exc.field}" if exc.field else key
+                raise
+            run.source.notes.append(
+                f"one of {len(collected)} llmperf summaries the file collects by key (this one under '{key}')"
+            )
+            runs.append(run)
+        return runs
 
 
 PARSERS = [LlmperfParser()]

@@ -20,7 +20,7 @@ from typing import Any
 from advisor.canonical import CanonicalRun, Metrics, Percentiles, Setup, Source, Workload
 from advisor.errors import IngestError
 from advisor.ingest.base import Input, ParserBase
-from advisor.ingest.derive import decode_from_tpot, prefill_from_ttft
+from advisor.ingest.derive import decode_from_tpot, drop_unstreamed_timings, not_streamed, prefill_from_ttft
 from advisor.ingest.runtimes import runtime_from_backend
 from advisor.ingest.units import to_ms
 from advisor.ingest.values import as_dict, as_float, as_int
@@ -180,11 +180,15 @@ def parse_sglang_record(doc: dict[str, Any], prefix: str = "") -> CanonicalRun:
         metrics.output_throughput_tok_s = as_float(doc.get("output_throughput"))
         metrics.total_throughput_tok_s = as_float(doc.get("total_throughput"))
         _derive_rates(metrics, doc, completed, notes)
-        for field, stats in _stats(doc, prefix).items():
+        by_field = _stats(doc, prefix)
+        unstreamed = not_streamed(by_field.get("itl_ms"), workload.output_tokens_mean)
+        for field, stats in by_field.items():
             if all(getattr(stats, f) in (None, 0.0) for f in Percentiles.__struct_fields__):
                 notes.append(f"{field} statistics are all 0.0 (nothing measured); dropped")
                 continue
             setattr(metrics, field, stats)
+        if unstreamed:
+            drop_unstreamed_timings(metrics, notes)
         decode_from_tpot(metrics)
         prefill_from_ttft(metrics, workload, notes)
 
