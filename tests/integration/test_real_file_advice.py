@@ -907,6 +907,100 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         cap="moderate",
         present=(("MEAS004", "setup.hardware"),),
     ),
+    # --- session 7: aiperf schema 1.5 written here, hidden real files from five more repositories ---
+    Case(
+        "aiperf/aiperf-0.13.0.dev20261023-schema1.5-llama-server-tiny-random-llama-c1-profile_export_aiperf.json",
+        SMALL_SAMPLE,
+        "warn",
+        "a real schema 1.5 export: 24 streamed requests at one stream against the random tiny Llama on llama-server; "
+        "only measurement advice, and the model is no catalogued one",
+        cap="moderate",
+        present=(("MEAS004", "unknown to the catalog"),),
+    ),
+    Case(
+        "aiperf_csv/aiperf-0.13.0.dev20261023-schema1.5-llama-server-tiny-random-llama-c1-profile_export_aiperf.csv",
+        SMALL_SAMPLE,
+        "warn",
+        "the CSV twin of the 1.5 run: no model or config in it, so the missing setup is asked for",
+        cap="moderate",
+    ),
+    Case(
+        "aiperf_records/aiperf-0.13.0.dev20261023-schema1.5-llama-server-tiny-random-llama-c1-warmup-4-profile_export.jsonl",
+        SMALL_SAMPLE,
+        "warn",
+        "the 24 profiling records of the 1.5 run, its 4 warm-up records left out",
+        cap="moderate",
+    ),
+    Case(
+        "bench_console/wentao274-vllm-bench-serve-minimax-m2.5-fp8-tp8-h100-c4-in10240-out256.log",
+        MEAS004,
+        "warn",
+        "MiniMax-M2.5 at 4 streams of 10k-token prompts on 8 H100 (the repository's config, not the log): the "
+        "model is not catalogued, so the 582 ms TTFT is only noted, at low",
+        cap="moderate",
+        present=(("MEAS004", "unknown to the catalog"), ("PRE001", "10,279 tokens")),
+    ),
+    Case(
+        "bench_console/wentao274-vllm-bench-serve-minimax-m2.5-w8a8-tp8-hygon-bw1000-c4-in10240-out256.log",
+        MEAS004,
+        "warn",
+        "the same scenario on a Hygon BW1000: the same questions, a 4.1 s median TTFT",
+        cap="moderate",
+        present=(("PRE001", "10,240 tokens"),),
+    ),
+    Case(
+        "bench_console/vllm-ascend-docs-performance-benchmark-qwen3-8b-vl-no-stream-embedding-three-summaries.md.txt",
+        SMALL_SAMPLE,
+        "warn",
+        "three guide examples of 10 requests each (chat, vision without streaming, embeddings): small samples, "
+        "and nothing about prompts or decode",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "bench_console/william-qmul-sglang-lora-bench-not-streamed-itl-zero-six-rates.md.txt",
+        MEAS004,
+        "warn",
+        "SGLang LoRA serving whose responses came whole: only response times are kept, so no TTFT, ITL or decode "
+        "rule speaks and the decode rate is asked for",
+        run=None,
+        cap="moderate",
+        absent=("MEAS008", "DEC002", "DEC003", "PRE001", "PRE004"),
+        present=(("MEAS004", "metrics.decode_tok_s"),),
+    ),
+    Case(
+        "llama_benchy/gabe298-vllm-qwen3.8-27b-int4a16-autoround-depth-0-to-230000.md.txt",
+        MEAS004,
+        "warn",
+        "an int4a16 AutoRound checkpoint of a model the catalog does not hold, on an unnamed GPU: ask",
+        run=None,
+        cap="moderate",
+        present=(("MEAS004", "unknown to the catalog"),),
+    ),
+    Case(
+        "llama_benchy/gabe298-vllm-qwen3.8-27b-nvfp4a16-awq-depth-0-to-200000.md.txt",
+        MEAS004,
+        "warn",
+        "the NVFP4a16 checkpoint of the same model: the same questions",
+        run=None,
+        cap="moderate",
+    ),
+    Case(
+        "llmperf/philschmid-tgi-2.0.1-llama3-8b-tp1-concurrency-1-to-128-collected-summaries.json",
+        SMALL_SAMPLE,
+        "warn",
+        "100 requests at one stream against TGI: Meta-Llama-3-8B-Instruct is Llama 3 8B (not 3.1); the GPU is asked for",
+        cap="moderate",
+        present=(("MEAS004", "Missing setup."),),
+    ),
+    Case(
+        "llmperf/philschmid-tgi-2.0.1-mistral-7b-v0.2-tp1-concurrency-1-to-128-collected-summaries.json",
+        SMALL_SAMPLE,
+        "warn",
+        "the Mistral 7B v0.2 sweep: a small sample, and a model the catalog does not hold",
+        cap="moderate",
+        present=(("MEAS004", "unknown to the catalog"),),
+    ),
 ]
 
 

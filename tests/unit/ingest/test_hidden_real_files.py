@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from advisor.canonical import CanonicalRun
-from advisor.errors import IngestError
+from advisor.errors import AdvisorError, IngestError
 from advisor.ingest.base import Input
 from advisor.ingest.formats.trtllm_bench import parse_report, report_from_log
 from advisor.ingest.registry import detect, parse
@@ -848,3 +848,200 @@ def test_a_llama_bench_table_row_whose_rate_is_no_number_is_refused_not_dropped(
     with pytest.raises(IngestError) as raised:
         _runs(None, "llama_bench", text)
     assert raised.value.field == "[1].avg_ts" and "'inf ± 0.05', not a rate" in str(raised.value.detail)
+
+
+# --- aiperf schema 1.5: a real export written by aiperf-nightly 0.13.0.dev20261023 against llama-server ---
+
+AIPERF_15 = "aiperf-0.13.0.dev20261023-schema1.5-llama-server-tiny-random-llama-c1"
+AIPERF_15_JSON = INGEST / "aiperf" / f"{AIPERF_15}-profile_export_aiperf.json"
+AIPERF_15_CSV = INGEST / "aiperf_csv" / f"{AIPERF_15}-profile_export_aiperf.csv"
+AIPERF_15_RECORDS = INGEST / "aiperf_records" / f"{AIPERF_15}-warmup-4-profile_export.jsonl"
+
+
+def test_a_real_aiperf_schema_1_5_export_gives_its_own_profiling_values() -> None:
+    doc = json.loads(AIPERF_15_JSON.read_text())
+    assert doc["schema_version"] == "1.5" and doc["runtime_submission_invalid_reasons"] == []
+    assert "full_decode_duration" in doc and "warmup_metrics" in doc  # the 1.5 and 1.4 additions
+    (run,) = _runs(AIPERF_15_JSON, "aiperf")
+    assert run.metrics.requests_completed == int(doc["request_count"]["avg"]) == 24
+    assert run.metrics.ttft_ms.mean == doc["time_to_first_token"]["avg"]
+    assert run.metrics.ttft_ms.mean != doc["warmup_metrics"]["time_to_first_token"]["avg"]
+    assert run.metrics.tpot_ms.p99 == doc["inter_token_latency"]["p99"]
+    assert run.metrics.itl_ms.mean == doc["inter_chunk_latency"]["avg"]
+    assert run.workload.prompt_tokens_mean == doc["input_sequence_length"]["avg"] == 200
+    # aiperf 0.8+ echoes --output-tokens-mean as datasets[].prompts.osl.mean
+    assert run.workload.output_tokens_requested == doc["input_config"]["datasets"][0]["prompts"]["osl"]["mean"] == 64
+    assert (run.setup.model, run.workload.concurrency, run.workload.streaming) == ("tiny-random-llama", 1, True)
+    assert run.source.tool_version == doc["aiperf_version"] == "0.13.0.dev20261023"
+
+
+def test_the_real_schema_1_5_csv_and_records_agree_with_the_json() -> None:
+    doc = json.loads(AIPERF_15_JSON.read_text())
+    (from_csv,) = _runs(AIPERF_15_CSV, "aiperf_csv")
+    assert from_csv.metrics.ttft_ms.mean == round(doc["time_to_first_token"]["avg"], 2)
+    assert from_csv.metrics.e2e_ms.p99 == round(doc["request_latency"]["p99"], 2)
+    records = [json.loads(line) for line in AIPERF_15_RECORDS.read_text().splitlines()]
+    phases = [r["metadata"]["benchmark_phase"] for r in records]
+    assert phases.count("warmup") == 4 and phases.count("profiling") == 24
+    (from_records,) = _runs(AIPERF_15_RECORDS, "aiperf_records")
+    profiling = [
+        r["metrics"]["time_to_first_token"]["value"] for r in records if r["metadata"]["benchmark_phase"] == "profiling"
+    ]
+    assert from_records.metrics.requests_completed == 24  # the warm-up records stay out
+    assert from_records.metrics.ttft_ms.mean == pytest.approx(sum(profiling) / len(profiling))
+    assert from_records.metrics.ttft_ms.mean == pytest.approx(doc["time_to_first_token"]["avg"])
+
+
+# --- vllm bench serve logs of one scenario on two machines (Wentao274/vllm-benchmark-test) ---
+
+WENTAO_H100 = INGEST / "bench_console" / "wentao274-vllm-bench-serve-minimax-m2.5-fp8-tp8-h100-c4-in10240-out256.log"
+WENTAO_BW1000 = (
+    INGEST / "bench_console" / "wentao274-vllm-bench-serve-minimax-m2.5-w8a8-tp8-hygon-bw1000-c4-in10240-out256.log"
+)
+
+
+@pytest.mark.parametrize("path", [WENTAO_H100, WENTAO_BW1000], ids=lambda p: p.name[:60])
+def test_a_real_vllm_bench_serve_log_gives_its_own_summary(path: Path) -> None:
+    text = path.read_text()
+    (run,) = _runs(path, "bench_console")
+    assert run.metrics.requests_completed == _label(text, "Successful requests") == 320
+    assert run.metrics.requests_failed == _label(text, "Failed requests") == 0
+    assert run.workload.concurrency == _label(text, "Maximum request concurrency") == 4
+    assert run.metrics.ttft_ms.mean == _label(text, "Mean TTFT (ms)")
+    assert run.metrics.ttft_ms.p95 == _label(text, "P95 TTFT (ms)")  # --metric-percentiles 95,99
+    assert run.metrics.tpot_ms.p99 == _label(text, "P99 TPOT (ms)")
+    assert run.metrics.itl_ms.p50 == _label(text, "Median ITL (ms)")
+    assert run.metrics.decode_tok_s == pytest.approx(1000 / _label(text, "Mean TPOT (ms)"))
+    assert run.workload.prompt_tokens_mean == _label(text, "Total input tokens") / 320
+    assert run.workload.output_tokens_requested == 256  # the Namespace dump's random_output_len
+    assert run.setup.model == re.search(r"\bmodel='([^']+)'", text).group(1)  # type: ignore[union-attr]
+
+
+# --- the vllm-ascend benchmark guide: three pasted summaries, one not streamed, one of embeddings ---
+
+ASCEND_GUIDE = (
+    INGEST
+    / "bench_console"
+    / "vllm-ascend-docs-performance-benchmark-qwen3-8b-vl-no-stream-embedding-three-summaries.md.txt"
+)
+
+
+def test_a_real_benchmark_guide_gives_each_pasted_summary() -> None:
+    serve, vision, embedding = _runs(ASCEND_GUIDE, "bench_console")
+    assert [r.setup.model for r in (serve, vision, embedding)] == [
+        "Qwen/Qwen3-8B",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "Qwen/Qwen3-Embedding-8B",
+    ]  # each from the `vllm bench serve --model` command above its summary
+    assert (serve.metrics.ttft_ms.mean, serve.metrics.tpot_ms.mean, serve.metrics.itl_ms.p99) == (127.10, 25.85, 28.85)
+    assert (vision.metrics.ttft_ms.p99, vision.metrics.request_throughput_rps) == (1377.02, 2.05)
+    # The embeddings summary has no generated tokens: end-to-end latency only, nothing invented.
+    assert embedding.metrics.e2e_ms.mean == 154.06 and embedding.metrics.ttft_ms.mean is None
+    assert embedding.metrics.output_throughput_tok_s is None and embedding.metrics.decode_tok_s is None
+
+
+# --- SGLang bench_serving summaries of a run that was not streamed (WILLIAM-qmul/SGLang-dLoRA) ---
+
+NOT_STREAMED = INGEST / "bench_console" / "william-qmul-sglang-lora-bench-not-streamed-itl-zero-six-rates.md.txt"
+
+
+def test_a_run_whose_every_token_gap_is_zero_keeps_only_its_response_time() -> None:
+    """Its ITL is 0.00 at every statistic and the median TPOT -0.00 over responses of ~219 tokens: each
+    answer came whole, the "TTFT" is the response time (1,955.72 against an E2E of 1,979.33 ms), and
+    1000 / mean TPOT would be a decode rate of 565 tok/s that nothing measured."""
+    text = NOT_STREAMED.read_text()
+    runs = _runs(NOT_STREAMED, "bench_console")
+    e2e = [float(v) for v in re.findall(r"Mean E2E Latency \(ms\):\s+([0-9.]+)", text)]
+    assert len(runs) == len(e2e) == 6
+    assert set(re.findall(r"Mean ITL \(ms\):\s+([0-9.\-]+)", text)) == {"0.00"}
+    for run, mean in zip(runs, e2e, strict=True):
+        assert run.metrics.e2e_ms.mean == mean
+        assert run.metrics.ttft_ms.mean is None and run.metrics.itl_ms.mean is None and run.metrics.tpot_ms.mean is None
+        assert run.metrics.decode_tok_s is None and run.metrics.prefill_tok_s is None
+        assert any(n.startswith("not streamed: every inter-token latency is 0") for n in run.source.notes)
+        assert run.setup.runtime == "sglang"
+
+
+def test_a_one_token_run_keeps_its_ttft_although_its_token_gaps_are_zero() -> None:
+    """Zero gaps are what a prefill test (one output token) reports too: its TTFT is real."""
+    text = NOT_STREAMED.read_text()
+    block = text[text.index("============ Serving Benchmark Result") :].split(
+        "=================================================="
+    )[0]
+    one_token = block.replace(
+        "Total generated tokens:                  218257", "Total generated tokens:                  996"
+    )
+    (run,) = _runs(None, "bench_console", one_token + "==================================================\n")
+    assert run.workload.output_tokens_mean == 1
+    assert run.metrics.ttft_ms.mean == 1955.72 and run.metrics.itl_ms.mean == 0.0
+
+
+# --- llama-benchy tables of llm-compressor checkpoints served by vLLM (Gabe298) ---
+
+BENCHY_AUTOROUND = INGEST / "llama_benchy" / "gabe298-vllm-qwen3.8-27b-int4a16-autoround-depth-0-to-230000.md.txt"
+
+
+def test_a_real_llama_benchy_table_to_230k_depth() -> None:
+    text = BENCHY_AUTOROUND.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| Qwen3.8")]
+    runs = _runs(BENCHY_AUTOROUND, "llama_benchy")
+    assert len(runs) == len(rows) == 20
+    assert {r.setup.model for r in runs} == {"Qwen3.8-27B-int4a16-autoround"}
+    rates = [float(re.split(r"\s*\|\s*", row)[3].split(" ± ")[0]) for row in rows]
+    assert [r.metrics.prefill_tok_s or r.metrics.decode_tok_s for r in runs] == rates
+    deepest = runs[-2]  # pp2048 @ d230000, no prefix caching: the context is part of the prompt
+    assert deepest.workload.prompt_tokens_mean == 2048 + 230000
+    assert deepest.metrics.ttft_ms.mean == 229255.52
+
+
+# --- llmperf summaries collected by a sweep driver (philschmid/llmperf-bench) ---
+
+LLMPERF_COLLECTED = (
+    INGEST / "llmperf" / "philschmid-tgi-2.0.1-llama3-8b-tp1-concurrency-1-to-128-collected-summaries.json"
+)
+
+
+def test_llmperf_summaries_collected_by_concurrency_are_one_run_each() -> None:
+    doc = json.loads(LLMPERF_COLLECTED.read_text())
+    runs = _runs(LLMPERF_COLLECTED, "llmperf")
+    assert len(runs) == len(doc) == 8
+    for run, (key, summary) in zip(runs, doc.items(), strict=True):
+        assert run.workload.concurrency == summary["num_concurrent_requests"] == int(key)
+        assert run.metrics.ttft_ms.mean == pytest.approx(summary["results_ttft_s_mean"] * 1000)
+        assert run.metrics.e2e_ms.p99 == pytest.approx(summary["results_end_to_end_latency_s_quantiles_p99"] * 1000)
+        assert run.metrics.requests_completed == summary["results_num_completed_requests"]
+        assert run.setup.model == "meta-llama/Meta-Llama-3-8B-Instruct"
+        assert any(f"under '{key}'" in n for n in run.source.notes)
+
+
+def test_a_bad_value_in_one_collected_summary_names_its_key() -> None:
+    doc = json.loads(LLMPERF_COLLECTED.read_text())
+    doc["64"]["results_number_errors"] = -1
+    with pytest.raises(IngestError) as raised:
+        parse(Input(json.dumps(doc).encode(), file_name="results.json"))
+    assert raised.value.field == "64.results_number_errors"
+
+
+def test_an_object_holding_something_besides_summaries_is_not_llmperf() -> None:
+    doc = json.loads(LLMPERF_COLLECTED.read_text())
+    doc["notes"] = {"gpu": "A10G"}
+    inp = Input(json.dumps(doc).encode(), file_name="results.json")
+    with pytest.raises(AdvisorError) as raised:
+        detect(inp)
+    assert raised.value.status == 422 and "no parser recognises this file" in str(raised.value.detail)
+
+
+def test_the_sglang_jsonl_of_an_unstreamed_run_keeps_only_its_response_time() -> None:
+    """The same tool's --output-file record for a run whose token gaps are all 0 (the JSONL twin of the
+    summaries above): TonyLi15's real record with its ITL zeroed and TTFT set to the E2E latency."""
+    path = INGEST / "sglang_bench" / "tonyli15-sglang0.5.5post3-qwen2.5-3b-agg-c8-bench_serving.jsonl"
+    record = json.loads(path.read_text().splitlines()[0])
+    for key in ("mean_itl_ms", "median_itl_ms", "std_itl_ms", "p95_itl_ms", "p99_itl_ms"):
+        record[key] = 0.0
+    record["mean_ttft_ms"] = record["mean_e2e_latency_ms"]
+    (run,) = _runs(None, "sglang_bench", json.dumps(record) + "\n")
+    assert run.metrics.e2e_ms.mean == record["mean_e2e_latency_ms"]
+    assert run.metrics.ttft_ms.mean is None and run.metrics.tpot_ms.mean is None and run.metrics.decode_tok_s is None
+    assert any(n.startswith("not streamed:") for n in run.source.notes)
+    (streamed,) = _runs(path, "sglang_bench")  # the record as it is: streamed, TPOT kept
+    assert streamed.metrics.tpot_ms.mean == json.loads(path.read_text())["mean_tpot_ms"]
