@@ -77,6 +77,7 @@ _BACKEND = re.compile(r"Backend:\s*(\S+)")
 _NAMESPACE_MODEL = re.compile(r"Namespace\(.*?\bmodel='([^']+)'")
 _NAMESPACE_DATASET = re.compile(r"Namespace\(.*?\bdataset_name='([^']+)'")
 _NAMESPACE_OUTPUT_LEN = re.compile(r"Namespace\(.*?\brandom_output_len=(\d+)\b")
+_NAMESPACE_NUM_PROMPTS = re.compile(r"Namespace\(.*?\bnum_prompts=(\d+)")
 # A benchmark command pasted above its summary (vllm/benchmarks/serve.py, benchmarks/benchmark_serving.py,
 # python/sglang/bench_serving.py); a server command ("vllm serve X") is not one.
 _COMMAND = re.compile(r"(?:benchmark_serving\.py|\bbench serve\b|sglang\.bench_serving|bench_serving\.py)(?:\s|$)")
@@ -172,6 +173,10 @@ def console_blocks(text: str) -> list[dict[str, Any]]:
             if dataset is not None and dataset.group(1) == "random" and output_len is not None:
                 target["output_tokens_requested"] = float(output_len.group(1))
                 target["from_namespace"] = True
+            if (prompts := _NAMESPACE_NUM_PROMPTS.search(line)) is not None:
+                # Every prompt is sent: with no "Failed requests" line, the ones that did not
+                # succeed failed (as for --num-prompts in a pasted command).
+                target["num_prompts"] = int(prompts.group(1))
         elif current is None and _COMMAND.search(line):
             pending.update(_command_settings(line))
         elif current is not None and _END.search(line) and current["scalars"]:

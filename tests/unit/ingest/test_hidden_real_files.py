@@ -1045,3 +1045,21 @@ def test_the_sglang_jsonl_of_an_unstreamed_run_keeps_only_its_response_time() ->
     assert any(n.startswith("not streamed:") for n in run.source.notes)
     (streamed,) = _runs(path, "sglang_bench")  # the record as it is: streamed, TPOT kept
     assert streamed.metrics.tpot_ms.mean == json.loads(path.read_text())["mean_tpot_ms"]
+
+
+WENTAO_KUNLUN = (
+    INGEST
+    / "bench_console"
+    / "wentao274-vllm-kunlun-bench-serve-minimax-m2.5-w8a8-p800-c10-in194560-62-of-100-no-failed-line.log"
+)
+
+
+def test_a_summary_without_a_failed_line_counts_the_argument_dumps_prompts_that_did_not_succeed() -> None:
+    text = WENTAO_KUNLUN.read_text()
+    assert "Failed requests" not in text
+    prompts = int(re.search(r"Namespace\(.*?\bnum_prompts=(\d+)", text).group(1))  # type: ignore[union-attr]
+    (run,) = _runs(WENTAO_KUNLUN, "bench_console")
+    assert run.metrics.requests_completed == _label(text, "Successful requests") == 62
+    assert run.metrics.requests_failed == prompts - 62 == 38
+    assert run.workload.num_requests == prompts
+    assert run.workload.prompt_tokens_mean == _label(text, "Total input tokens") / 62 == 194560
