@@ -33,6 +33,9 @@ _NAME_UNIT = re.compile(r"^(?P<name>.*?)\s*(?:\((?P<unit>[^()]*)\))?\s*$")
 #: Display names only aiperf writes (genai-perf has no benchmark duration and no chunk latency).
 _AIPERF_ONLY = ("benchmark duration", "inter chunk latency", "error request count", "output token count")
 _STAT_HEADER = "metric"
+#: The second header cell of the first section: "Metric,avg,min,…" (genai-perf, aiperf), or "Metric,Value"
+#: when only scalars were written.
+_FIRST_STATS = ("avg", "value")
 _ANALYZE_HEADER = "config name"
 
 
@@ -110,6 +113,10 @@ class _ProfileCsvParser(ParserBase):
     def sniff(self, inp: Input) -> bool:
         first = _first_line(inp)
         if first is None or not first.startswith("metric,"):
+            return False
+        if first.split(",")[1].strip() not in _FIRST_STATS:
+            # "Metric,run A,run B": a table comparing runs (the vLLM summaries a script tabulated),
+            # not the tool's export, whose first section heads its columns with statistics.
             return False
         text = (inp.text or "").lower()
         looks_aiperf = any(f"\n{name}" in text for name in _AIPERF_ONLY) or "aiperf" in (inp.file_name or "")

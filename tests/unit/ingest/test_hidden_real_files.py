@@ -1063,3 +1063,19 @@ def test_a_summary_without_a_failed_line_counts_the_argument_dumps_prompts_that_
     assert run.metrics.requests_failed == prompts - 62 == 38
     assert run.workload.num_requests == prompts
     assert run.workload.prompt_tokens_mean == _label(text, "Total input tokens") / 62 == 194560
+
+
+def test_a_table_comparing_runs_is_not_taken_for_an_aiperf_csv() -> None:
+    """Wentao274/vllm-benchmark-test tabulates its vllm bench serve summaries per chip
+    (analysis/chip_comparison/…/concurrency10_comparison_test_01_nvidia_h100_vs_hygon_bw1000.csv,
+    @ 21f4d96f): "Metric,<run>,<run>" rows with the console labels. Its "Benchmark duration" row made
+    it look like an aiperf export, refused with "no Time To First Token … row"; no parser claims it."""
+    text = (
+        "Metric,10 并发,10 并发\n[[Serving Benchmark Result]],,\nSuccessful requests,320,320\n"
+        "Failed requests,0,0\nBenchmark duration (s),153.26,526.27\nTotal input tokens,3289280,3276800\n"
+    )
+    with pytest.raises(AdvisorError) as raised:
+        detect(Input(text.encode(), file_name="concurrency10_comparison.csv"))
+    assert raised.value.status == 422 and "no parser recognises this file" in str(raised.value.detail)
+    (run,) = _runs(AIPERF_15_CSV, "aiperf_csv")  # the tool's own export still is one
+    assert run.metrics.requests_completed == 24
