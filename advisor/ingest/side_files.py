@@ -151,6 +151,8 @@ def _read_ollama_ps(inp: Input, name: str) -> SideReading:
 
 # llama.cpp's loader: "load_tensors: offloaded 33/33 layers to GPU" (older builds: "llm_load_tensors:").
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+# The same line as a log prints it, not quoted in a comment of a config file or script ("#   load_tensors: …").
+_OFFLOADED_LOG_LINE = re.compile(r"^(?![ \t]*#).*offloaded \d+/\d+ layers to GPU", re.MULTILINE)
 # "load_tensors:        CUDA0 model buffer size =  5049.71 MiB", "CPU_Mapped model buffer size = 245.62 MiB".
 # Older builds: "llm_load_tensors:      CUDA0 buffer size =  5049.71 MiB".
 _MODEL_BUFFER = re.compile(r"load_tensors:\s+(\S+) (?:model )?buffer size\s*=\s*([0-9.]+) MiB")
@@ -159,7 +161,7 @@ _HOST_BUFFERS = ("CPU", "CUDA_Host", "ROCm_Host", "Vulkan_Host", "SYCL_Host")
 
 def _llamacpp_log(inp: Input) -> bool:
     text = inp.text
-    if text is None or inp.json is not None or inp.json_lines is not None or _OFFLOADED.search(text) is None:
+    if text is None or inp.json is not None or inp.json_lines is not None or _OFFLOADED_LOG_LINE.search(text) is None:
         return False
     # A benchmark log with the loader's lines above its results (llama-batched-bench 2>&1) is the
     # benchmark, not a side file: its parser reads the offload itself.

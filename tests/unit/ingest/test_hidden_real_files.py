@@ -1079,3 +1079,21 @@ def test_a_table_comparing_runs_is_not_taken_for_an_aiperf_csv() -> None:
     assert raised.value.status == 422 and "no parser recognises this file" in str(raised.value.detail)
     (run,) = _runs(AIPERF_15_CSV, "aiperf_csv")  # the tool's own export still is one
     assert run.metrics.requests_completed == 24
+
+
+def test_a_config_quoting_a_loader_line_in_a_comment_is_no_llama_cpp_log() -> None:
+    """Sergey-Kit/Local-inference-benchmark-Ollama-vs-llama.cpp-vs-vLLM `configs/experiment.yaml`
+    (@ 0b2f7ed2) explains a setting with the loader's line in a YAML comment; it was answered as "a
+    llama.cpp start-up log … a side file". A config is no benchmark and no side file: a plain 422."""
+    text = (
+        "model:\n  hf_id: Qwen/Qwen3-0.6B\n  gguf: models/Qwen3-0.6B-f16.gguf\nruntimes:\n  llamacpp:\n"
+        "      # llama-server's fit step moved layers to the CPU on its own:\n"
+        "      #     load_tensors: offloaded 20/29 layers to GPU\n      args: ['-ngl', '99']\n"
+    )
+    with pytest.raises(AdvisorError) as raised:
+        detect(Input(text.encode(), file_name="experiment.yaml"))
+    assert raised.value.status == 422 and "no parser recognises this file" in str(raised.value.detail)
+    log = text.replace("      #     load_tensors:", "load_tensors:")  # the line as the loader prints it
+    with pytest.raises(AdvisorError) as raised:
+        detect(Input(log.encode(), file_name="server.log"))
+    assert "a llama.cpp start-up log" in str(raised.value.detail)
