@@ -154,6 +154,11 @@ def test_two_different_gpus_in_one_string_are_ambiguous(catalog: Catalog) -> Non
         ("gpt-oss 20B MXFP4 MoE", "gpt-oss-20b", "mxfp4"),
         ("gpt-oss 20B F16", "gpt-oss-20b", "f16-bf16"),
         ("llama 8B Q4_K - Medium", "llama-3.1-8b", "gguf-q4_k_m"),
+        # v0.2 has its own row (models_added.csv): the v0.3 shapes with a 32,000-token vocabulary
+        ("TheBloke/Mistral-7B-Instruct-v0.2-GGUF", "mistral-7b-v0.2", None),
+        # real files' model names (issue 14): a model path with a W8A8 suffix, a llama-bench file name
+        ("/data/models/MiniMax-M2.5-W8A8", "minimax-m2.5", "int8-w8a8-smoothquant"),
+        ("Qwen3.6-27B", "qwen3.6-27b", None),
     ],
 )
 def test_model_names(catalog: Catalog, name: str, model: str, quant: str | None) -> None:
@@ -165,7 +170,7 @@ def test_model_names(catalog: Catalog, name: str, model: str, quant: str | None)
 @pytest.mark.parametrize(
     ("name", "near"),
     [
-        ("TheBloke/Mistral-7B-Instruct-v0.2-GGUF", "mistral-7b-v0.3"),  # v0.2 has another vocab
+        ("TheBloke/Mistral-7B-Instruct-v0.1-GGUF", "mistral-7b-v0.3"),  # v0.1: 8k context, sliding window
         ("qwen35 27B Q8_0", "qwen3-32b"),
         ("qwen2.5-coder:7b", "qwen2.5-7b"),
         ("deepseek-r1:latest", "deepseek-r1:7b"),  # :latest moved to a Qwen3 distill
