@@ -406,11 +406,13 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
     ),
     Case(
         "llama_bench/kyuz0-b9927-rocm-strixhalo-qwen3.6-27b-q8-curve-generation.jsonl",
-        MEAS004,
+        ("DEC001", "critical", "quantize-weights"),
         "warn",
-        "a generation curve of a model the catalog lacks",
+        "a generation curve of Qwen3.6-27B Q8_0 on Strix Halo (qwen3.6-27b, models_added.csv): 7.8 tok/s is 87-88 "
+        "% of the 256 GB/s ceiling for 27B 8.5-bit weights at every depth (the ceiling falls with the 64 KiB/token "
+        "of its 16 attention layers), so fewer bits per weight are the lever: Q4_K_M",
         run=None,
-        cap="moderate",
+        present=(("DEC001", "8.5-bit weights"),),
     ),
     Case(
         "llama_bench/orionzhen-b7951-vulkan-radv-7900xtx-gpt-oss-20b.json",
@@ -935,16 +937,27 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "bench_console/wentao274-vllm-bench-serve-minimax-m2.5-fp8-tp8-h100-c4-in10240-out256.log",
         MEAS004,
         "warn",
-        "MiniMax-M2.5 at 4 streams of 10k-token prompts on 8 H100 (the repository's config, not the log): the "
-        "model is not catalogued, so the 582 ms TTFT is only noted, at low",
+        "MiniMax-M2.5 (minimax-m2.5, models_added.csv) at 4 streams of 10k-token prompts on 8 H100 (the "
+        "repository's config, not the log): the log names neither the GPU nor the weights' format, so they are "
+        "asked for and the 582 ms TTFT is only noted, at low",
         cap="moderate",
-        present=(("MEAS004", "unknown to the catalog"), ("PRE001", "10,279 tokens")),
+        present=(("MEAS004", "setup.hardware"), ("PRE001", "10,279 tokens")),
+    ),
+    Case(
+        "bench_console/wentao274-vllm-bench-serve-minimax-m2.5-fp8-tp8-h100-c4-in10240-out256.log",
+        ("CFG008", "low", "tune-runtime-parallelism"),
+        "pass",
+        "with the repository's deployment named (TP 8 on H100, an SXM node assumed; the official FP8 weights; "
+        "vLLM): a 10B-active MoE at 4 streams has nothing to fix, expert parallelism is the one low note",
+        query="?hardware=nvidia-h100-sxm&quantization=fp8&runtime=vllm&tensor_parallel=8",
+        cap="low",
     ),
     Case(
         "bench_console/wentao274-vllm-bench-serve-minimax-m2.5-w8a8-tp8-hygon-bw1000-c4-in10240-out256.log",
         MEAS004,
         "warn",
-        "the same scenario on a Hygon BW1000: the same questions, a 4.1 s median TTFT",
+        "the same scenario on a Hygon BW1000: the W8A8 path names the weights' format, the device is asked for, "
+        "a 4.1 s median TTFT",
         cap="moderate",
         present=(("PRE001", "10,240 tokens"),),
     ),
@@ -980,10 +993,11 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "llama_benchy/gabe298-vllm-qwen3.8-27b-int4a16-autoround-depth-0-to-230000.md.txt",
         MEAS004,
         "warn",
-        "an int4a16 AutoRound checkpoint of a model the catalog does not hold, on an unnamed GPU: ask",
+        "an int4a16 AutoRound checkpoint of Qwen3.8-27B (qwen3.8-27b, models_added.csv) on an unnamed GPU: the "
+        "quantization, hardware and runtime are asked for",
         run=None,
         cap="moderate",
-        present=(("MEAS004", "unknown to the catalog"),),
+        present=(("MEAS004", "setup.quantization, setup.hardware"),),
     ),
     Case(
         "llama_benchy/gabe298-vllm-qwen3.8-27b-nvfp4a16-awq-depth-0-to-200000.md.txt",
@@ -1005,9 +1019,10 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "llmperf/philschmid-tgi-2.0.1-mistral-7b-v0.2-tp1-concurrency-1-to-128-collected-summaries.json",
         SMALL_SAMPLE,
         "warn",
-        "the Mistral 7B v0.2 sweep: a small sample, and a model the catalog does not hold",
+        "the Mistral 7B v0.2 sweep (mistral-7b-v0.2, models_added.csv, not v0.3): a small sample; the GPU is "
+        "asked for",
         cap="moderate",
-        present=(("MEAS004", "unknown to the catalog"),),
+        present=(("MEAS004", "Missing setup."),),
     ),
 ]
 
