@@ -159,6 +159,9 @@ def test_two_different_gpus_in_one_string_are_ambiguous(catalog: Catalog) -> Non
         # real files' model names (issue 14): a model path with a W8A8 suffix, a llama-bench file name
         ("/data/models/MiniMax-M2.5-W8A8", "minimax-m2.5", "int8-w8a8-smoothquant"),
         ("Qwen3.6-27B", "qwen3.6-27b", None),
+        ("qwen_qwen3.5-4b-gguf:q4_k_m", "qwen3.5-4b", "gguf-q4_k_m"),  # bartowski's "<org>_<model>-GGUF"
+        ("qwen3.5:4b", "qwen3.5-4b", None),
+        ("qwen2.5-coder:7b", "qwen2.5-coder-7b", None),
     ],
 )
 def test_model_names(catalog: Catalog, name: str, model: str, quant: str | None) -> None:
@@ -172,7 +175,7 @@ def test_model_names(catalog: Catalog, name: str, model: str, quant: str | None)
     [
         ("TheBloke/Mistral-7B-Instruct-v0.1-GGUF", "mistral-7b-v0.3"),  # v0.1: 8k context, sliding window
         ("qwen35 27B Q8_0", "qwen3-32b"),
-        ("qwen2.5-coder:7b", "qwen2.5-7b"),
+        ("qwen2.5-coder:32b", "qwen2.5-coder:7b"),  # only the size a real file names is mapped
         ("deepseek-r1:latest", "deepseek-r1:7b"),  # :latest moved to a Qwen3 distill
         ("llama-3.1-9b", "llama-3.1-8b"),
     ],
