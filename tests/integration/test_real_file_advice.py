@@ -694,8 +694,10 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "ollama/hank2333-qwen3.5-4b-generate-nonstream-2026-04.json",
         MEAS004,
         "warn",
-        "239 ms of loading in a 771 ms TTFT is a low note; the missing GPU is the moderate one",
+        "Qwen3.5-4B (qwen3.5-4b, models_added.csv): 239 ms of loading in a 771 ms TTFT is a low note; the "
+        "missing GPU and file type are the moderate one",
         cap="moderate",
+        present=(("MEAS004", "setup.quantization, setup.hardware"),),
     ),
     Case(
         "ollama/kgthepm-mistral-generate-nonstream-2025-03.json",
@@ -708,7 +710,9 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "ollama/satyamsh04-qwen2.5-coder-7b-generate-powershell-bom-2026-06.json",
         ("PRE006", "critical", "warm-up-model"),
         "warn",
-        "10 s of model loading in a 10.4 s TTFT",
+        "10 s of model loading in a 10.4 s TTFT (Qwen2.5-Coder-7B, qwen2.5-coder-7b in models_added.csv; its "
+        "file type is asked for)",
+        present=(("MEAS004", "setup.quantization"),),
     ),
     # --- /metrics scrapes ---
     Case(
