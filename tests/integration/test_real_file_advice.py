@@ -719,8 +719,10 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "prometheus/vllm-0.25.1-cpu-opt125m-idle-metrics.txt",
         MEAS004,
         "warn",
-        "an idle server: nothing runs, nothing waits",
+        "an idle server: nothing runs, nothing waits; its served name opt-125m-tp2 is OPT-125M (aliases.toml), so "
+        "only the GPU and the weights' format are asked for",
         cap="moderate",
+        present=(("MEAS004", "Missing setup.quantization, setup.hardware"),),
     ),
     Case(
         "prometheus/vllm-0.25.1-cpu-opt125m-loaded-metrics.txt",
