@@ -1025,8 +1025,7 @@ CASES: list[Any] = [  # Case, or a pytest.param of one (_xfail)
         "llmperf/philschmid-tgi-2.0.1-mistral-7b-v0.2-tp1-concurrency-1-to-128-collected-summaries.json",
         SMALL_SAMPLE,
         "warn",
-        "the Mistral 7B v0.2 sweep (mistral-7b-v0.2, models_added.csv, not v0.3): a small sample; the GPU is "
-        "asked for",
+        "the Mistral 7B v0.2 sweep (mistral-7b-v0.2, models_added.csv, not v0.3): a small sample; the GPU is asked for",
         cap="moderate",
         present=(("MEAS004", "Missing setup."),),
     ),
