@@ -122,7 +122,7 @@ class Head:
         elif len(rows) < BATCH_THRESHOLD:
             trees = self.compiled.predict(seen)
         else:
-            trees = self.compiled.predict_large(self.pipeline, seen)
+            trees = self.compiled.predict_large(seen)
         if self.base is None:
             return trees
         if self.shrink != 1.0:
