@@ -159,6 +159,10 @@ def test_unseen_kinds_are_covered_by_the_fallback_band(public_fit: FitResult) ->
     family = decode["schemes"]["family"]
     assert 0.7 <= family["coverage"] <= 0.95
     assert 0.7 <= family["coverage_deployed"] <= 0.95
+    # the same coverage with every held-out family weighing the same, as the widening is chosen
+    per_family = [item["coverage"] for item in family["by_family"].values()]
+    assert family["coverage_family_mean"] == pytest.approx(np.mean(per_family), abs=1e-3)
+    assert 0.75 <= family["coverage_family_mean"] <= 0.85
 
 
 def test_kind_bands_need_three_devices() -> None:
