@@ -29,17 +29,34 @@ from advisor.ml.forest import CompiledPipeline
 from advisor.ml.prior import TTFT_OVERHEAD_MS
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline
 
-__all__ = ["BATCH_THRESHOLD", "COMPUTE_TARGETS", "FALLBACK_WIDENING", "Fallback", "Head", "PerformanceModel"]
+__all__ = [
+    "BATCH_THRESHOLD",
+    "COMPUTE_TARGETS",
+    "FALLBACK_SHIFT",
+    "FALLBACK_WIDENING",
+    "Fallback",
+    "Head",
+    "PerformanceModel",
+]
 
 #: From this many rows on, scikit-learn's own predict is faster than the per-row evaluator.
 BATCH_THRESHOLD = 64
 #: Targets whose reference depends on the device's compute figure (their band widens when that
 #: figure is only estimated: an inline device given by its bandwidth alone).
 COMPUTE_TARGETS = frozenset({"prefill_tok_s", "ttft_p50_ms", "ttft_p99_ms"})
-#: The baseline's band on a kind of device the model never saw is its training residuals'
-#: 10th-90th percentile widened by this factor (errors cluster by device, and this device's
-#: kind contributed none of them).
+#: A prefill or TTFT band on a device whose compute figure is only the physics' stand-in (an
+#: inline device given by its bandwidth alone) is widened by this factor in log space: the
+#: reference itself is uncertain. Before session 7 the fallback's band was widened by it too
+#: (now :data:`FALLBACK_SHIFT`).
 FALLBACK_WIDENING = 1.5
+
+#: The baseline's band on a kind of device the model never saw is its training residuals'
+#: 10th-90th percentile (log offsets around its answer) moved out by this much on each side when
+#: no leave-one-family-out rows choose the shift (:class:`advisor.ml.train._Widening`): a family
+#: of device the model never saw may sit off by its own efficiency factor, an offset in log space,
+#: which the spread of the known families' residuals does not contain. ``log(1.5)``: a priori, an
+#: unseen family 1.5x off either way.
+FALLBACK_SHIFT = math.log(1.5)
 
 
 @dataclass(frozen=True)
