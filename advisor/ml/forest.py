@@ -175,7 +175,10 @@ class CompiledPipeline:
         (``/proc/self/maps``, ~4 ms a call). One OpenMP thread: scikit-learn walks the trees with
         an OpenMP loop whose threads, on a busy host, spin waiting for each other (1,000 rows:
         12 ms on one thread, 50-600 ms on two at load 6 on 2 cores; docs/benchmarks.md)."""
-        x = self.encode(rows)
+        return self.predict_large_encoded(self.encode(rows))
+
+    def predict_large_encoded(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """:meth:`predict_large` for rows already encoded (:meth:`encode`)."""
         out = np.full(x.shape[0], self.baseline)
         for tree in self.predictors:
             out += tree.predict(x, self.known_categories, self.known_map, 1)
