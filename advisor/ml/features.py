@@ -32,6 +32,7 @@ __all__ = [
     "feature_frame",
     "feature_row",
     "hardware_family",
+    "neutral_columns",
     "quant_kernel",
     "runtime_family",
     "tree_frame",
@@ -240,6 +241,11 @@ def tree_frame(target: str, frame: pd.DataFrame) -> pd.DataFrame:
     if not neutral:
         return frame
     return frame.assign(**dict.fromkeys(neutral, 0.0))
+
+
+def neutral_columns(target: str) -> tuple[int, ...]:
+    """The positions in :data:`FEATURES` of ``target``'s :data:`TREE_NEUTRAL` columns."""
+    return _NEUTRAL_INDEX.get(target, ())
 
 
 def tree_rows(target: str, rows: Sequence[tuple[object, ...]]) -> list[tuple[object, ...]]:

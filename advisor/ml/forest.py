@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from sklearn.pipeline import Pipeline
-from threadpoolctl import threadpool_limits
 
 __all__ = ["ROW_BY_ROW", "CompiledPipeline"]
 
@@ -52,6 +51,11 @@ class CompiledPipeline:
     #: The same trees as nested Python tuples, for one row at a time: numpy's per-call overhead
     #: dominates arrays of one row (see :meth:`predict_row`).
     nodes: tuple[tuple[tuple[Any, ...], ...], ...] = ()
+    #: The estimator's own fitted trees (``TreePredictor``) and the known-category bitsets its
+    #: predict builds on every call, for batches (see :meth:`predict_large`).
+    predictors: tuple[Any, ...] = ()
+    known_categories: npt.NDArray[np.uint32] | None = None
+    known_map: npt.NDArray[np.uint32] | None = None
 
     @classmethod
     def from_pipeline(cls, pipeline: Pipeline) -> CompiledPipeline:
@@ -139,6 +143,9 @@ class CompiledPipeline:
             known_index=known_index,
             depth=depth,
             nodes=python_trees,
+            predictors=tuple(trees),
+            known_categories=known,
+            known_map=index,
         )
 
     def encode(self, rows: Sequence[Sequence[Any]]) -> npt.NDArray[np.float64]:
@@ -156,15 +163,26 @@ class CompiledPipeline:
         out[:, k:] = np.array(columns[k:], dtype=np.float64).T
         return out
 
-    def predict_large(self, pipeline: Pipeline, rows: Sequence[Sequence[Any]]) -> npt.NDArray[np.float64]:
-        """Raw predictions for a large batch: this encoding, then the fitted estimator's own
-        predict (faster than walking arrays once there are hundreds of rows; the DataFrame and
-        ColumnTransformer round trip is what it skips)."""
-        # One OpenMP thread: scikit-learn walks the trees with an OpenMP loop whose threads, on a
-        # busy host, spin waiting for each other (1,000 rows: 12 ms on one thread, 50-600 ms on
-        # two at load 6 on 2 cores; docs/benchmarks.md).
-        with threadpool_limits(limits=1, user_api="openmp"):
-            return np.asarray(pipeline.named_steps["model"].predict(self.encode(rows)), dtype=np.float64)
+    def predict_large(self, rows: Sequence[Sequence[Any]]) -> npt.NDArray[np.float64]:
+        """Raw predictions for a large batch: this encoding, then the fitted estimator's own trees
+        (its compiled tree walk, faster than walking arrays once there are hundreds of rows).
+
+        What ``HistGradientBoostingRegressor.predict`` does after validating its input, the same
+        additions in the same order (so the same bits), without what costs more than the walk
+        itself on 1,000 rows: the DataFrame and ColumnTransformer round trip, the input
+        validation, the known-category bitsets rebuilt on every call, and the OpenMP thread count
+        scikit-learn asks threadpoolctl for, which scans the process's loaded libraries
+        (``/proc/self/maps``, ~4 ms a call). One OpenMP thread: scikit-learn walks the trees with
+        an OpenMP loop whose threads, on a busy host, spin waiting for each other (1,000 rows:
+        12 ms on one thread, 50-600 ms on two at load 6 on 2 cores; docs/benchmarks.md)."""
+        return self.predict_large_encoded(self.encode(rows))
+
+    def predict_large_encoded(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """:meth:`predict_large` for rows already encoded (:meth:`encode`)."""
+        out = np.full(x.shape[0], self.baseline)
+        for tree in self.predictors:
+            out += tree.predict(x, self.known_categories, self.known_map, 1)
+        return out
 
     def predict_encoded(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Raw predictions for an encoded matrix (what ``Pipeline.predict`` returns)."""

@@ -24,22 +24,46 @@ from sklearn.pipeline import Pipeline
 from advisor.ml.base import PhysicalBase
 from advisor.ml.dataset import reference
 from advisor.ml.expectations import Band, Expectations, physical_band
-from advisor.ml.features import FeatureInput, feature_frame, feature_row, hardware_family, tree_rows
+from advisor.ml.features import (
+    FeatureInput,
+    feature_frame,
+    feature_row,
+    hardware_family,
+    neutral_columns,
+    tree_rows,
+)
 from advisor.ml.forest import CompiledPipeline
 from advisor.ml.prior import TTFT_OVERHEAD_MS
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline
 
-__all__ = ["BATCH_THRESHOLD", "COMPUTE_TARGETS", "FALLBACK_WIDENING", "Fallback", "Head", "PerformanceModel"]
+__all__ = [
+    "BATCH_THRESHOLD",
+    "COMPUTE_TARGETS",
+    "FALLBACK_SHIFT",
+    "FALLBACK_WIDENING",
+    "Fallback",
+    "Head",
+    "PerformanceModel",
+]
 
 #: From this many rows on, scikit-learn's own predict is faster than the per-row evaluator.
 BATCH_THRESHOLD = 64
 #: Targets whose reference depends on the device's compute figure (their band widens when that
 #: figure is only estimated: an inline device given by its bandwidth alone).
 COMPUTE_TARGETS = frozenset({"prefill_tok_s", "ttft_p50_ms", "ttft_p99_ms"})
-#: The baseline's band on a kind of device the model never saw is its training residuals'
-#: 10th-90th percentile widened by this factor (errors cluster by device, and this device's
-#: kind contributed none of them).
+#: A prefill or TTFT band on a device whose compute figure is only the physics' stand-in (an
+#: inline device given by its bandwidth alone) is widened by this factor in log space: the
+#: reference itself is uncertain. Before session 7 the fallback's band was widened by it too
+#: (now :data:`FALLBACK_SHIFT`).
 FALLBACK_WIDENING = 1.5
+
+#: The baseline's band on a kind of device the model never saw is its training residuals'
+#: 10th-90th percentile (log offsets around its answer) moved out by this much on each side when
+#: no leave-one-family-out rows choose the shift (:class:`advisor.ml.train._Widening`): a family
+#: of device the model never saw may sit off by its own efficiency factor, an offset in log space,
+#: which the spread of the known families' residuals does not contain. ``log(1.5)``: a priori, an
+#: unseen family 1.5x off either way.
+FALLBACK_SHIFT = math.log(1.5)
 
 
 @dataclass(frozen=True)
@@ -114,20 +138,38 @@ class Head:
         low, high = self.interval.get(kind or "*") or self.interval["*"]
         return min(low, 0.0), max(high, 0.0)
 
-    def predict(self, rows: Sequence[tuple[object, ...]]) -> npt.NDArray[np.float64]:
-        """``log(measured / reference)`` for feature rows."""
-        seen = tree_rows(self.target, rows)
+    def predict(
+        self, rows: Sequence[tuple[object, ...]], encoded: npt.NDArray[np.float64] | None = None
+    ) -> npt.NDArray[np.float64]:
+        """``log(measured / reference)`` for feature rows. ``encoded``: the same rows as
+        :meth:`CompiledPipeline.encode` of a head with the same categories encodes them, before
+        any column is neutralised (:meth:`PerformanceModel.predict_arrays` encodes a batch once
+        for every head that shares its categories)."""
         if self.compiled is None:
-            trees = np.asarray(self.pipeline.predict(feature_frame(seen)), dtype=np.float64)
+            trees = np.asarray(self.pipeline.predict(feature_frame(tree_rows(self.target, rows))), dtype=np.float64)
         elif len(rows) < BATCH_THRESHOLD:
-            trees = self.compiled.predict(seen)
+            trees = self.compiled.predict(tree_rows(self.target, rows))
+        elif encoded is not None:
+            trees = self.compiled.predict_large_encoded(self._neutralised(encoded))
         else:
-            trees = self.compiled.predict_large(self.pipeline, seen)
+            trees = self.compiled.predict_large(tree_rows(self.target, rows))
         if self.base is None:
             return trees
         if self.shrink != 1.0:
             trees = self.shrink * trees
         return self.base.predict_rows(rows) + trees
+
+    def _neutralised(self, encoded: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """An encoded batch as this head's trees see it: what :func:`tree_rows` then
+        :meth:`CompiledPipeline.encode` give (a neutral numeric column 0, a neutral categorical
+        one missing)."""
+        columns = neutral_columns(self.target)
+        if not columns or self.compiled is None:
+            return encoded
+        out = encoded.copy()
+        for j in columns:
+            out[:, j] = math.nan if j < self.compiled.n_categorical else 0.0
+        return out
 
 
 class PerformanceModel:
@@ -158,8 +200,22 @@ class PerformanceModel:
         families = np.array([hardware_family(row[2], row[3]) for row in rows])
         estimated = np.array([item.roofline.prefill_tflops_estimated for item in items], dtype=bool)
         out: dict[str, npt.NDArray[np.float64]] = {}
+        # Encoded once per set of categories, not once per head (the heads of one fit mostly
+        # share them): ~1 ms per head on 1,000 rows.
+        encodings: list[tuple[tuple[dict[str, int], ...], npt.NDArray[np.float64]]] = []
+
+        def encoded_for(head: Head) -> npt.NDArray[np.float64] | None:
+            if head.compiled is None or len(rows) < BATCH_THRESHOLD:
+                return None
+            for categories, matrix in encodings:
+                if categories == head.compiled.categories:
+                    return matrix
+            matrix = head.compiled.encode(rows)
+            encodings.append((head.compiled.categories, matrix))
+            return matrix
+
         for target, head in self.heads.items():
-            ratio = head.predict(rows)
+            ratio = head.predict(rows, encoded_for(head))
             low, high = np.empty(len(rows)), np.empty(len(rows))
             for kind in np.unique(kinds).tolist():
                 low[kinds == kind], high[kinds == kind] = head.offsets(kind)

@@ -109,3 +109,16 @@ def test_running_mean_wins_over_offered_concurrency(clean_db: str) -> None:
         [_run(concurrency=64.0, running_mean=22.0, decode_tok_s=18.0), _run(concurrency=64.0, running_mean=26.0)],
     )
     assert len(cells) == 1 and cells[0].concurrency == pytest.approx(24.0)
+
+
+def test_cells_read_over_several_partitions_are_all_there(clean_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The aggregate is read a partition of _FETCH_ROWS rows at a time: with two rows a partition,
+    # five cells span three partitions, and every cell comes back once, in the query's order.
+    from advisor.domain.models import services
+
+    monkeypatch.setattr(services, "_FETCH_ROWS", 2)
+    prompts = [256.0, 512.0, 1024.0, 2048.0, 4096.0]
+    cells = _cells(clean_db, [_run(prompt_tokens_mean=p, decode_tok_s=p / 100.0) for p in prompts])
+    assert [c.prompt_tokens for c in cells] == pytest.approx(prompts)
+    assert [c.decode_tok_s for c in cells] == pytest.approx([p / 100.0 for p in prompts])
+    assert all(c.runs == 1 for c in cells)

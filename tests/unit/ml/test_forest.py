@@ -64,7 +64,7 @@ def test_equals_pipeline_on_arbitrary_rows(public_fit: FitResult, rows: list[tup
         # all three evaluators: the array walk, the plain-Python walk, the estimator's own predict
         np.testing.assert_allclose(compiled.predict_encoded(encoded), expected, atol=1e-12)
         np.testing.assert_allclose([compiled.predict_row(r) for r in encoded.tolist()], expected, atol=1e-12)
-        np.testing.assert_allclose(compiled.predict_large(head.pipeline, rows), expected, atol=1e-12)
+        np.testing.assert_allclose(compiled.predict_large(rows), expected, atol=1e-12)
         np.testing.assert_allclose(compiled.predict(rows), expected, atol=1e-12)
 
 
@@ -76,3 +76,20 @@ def test_refuses_other_estimators(prefill_set: TrainingSet) -> None:
     quantile.set_params(model__loss="gamma")
     with pytest.raises(TypeError):
         CompiledPipeline.from_pipeline(quantile.fit(prefill_set.frame, np.exp(prefill_set.y)))
+
+
+def test_large_batches_equal_the_estimator_bit_for_bit(public_fit: FitResult, prefill_set: TrainingSet) -> None:
+    # predict_large walks the estimator's own trees with the same additions in the same order as
+    # its predict, without the validation, the threadpoolctl scan and the DataFrame round trip.
+    from threadpoolctl import threadpool_limits
+
+    from advisor.ml.features import feature_frame, tree_rows
+
+    rows = prefill_set.rows()
+    assert len(rows) >= 200
+    for head in public_fit.model.heads.values():
+        compiled = CompiledPipeline.from_pipeline(head.pipeline)
+        seen = tree_rows(head.target, rows)
+        with threadpool_limits(1):
+            expected = head.pipeline.predict(feature_frame(seen))
+        np.testing.assert_array_equal(compiled.predict_large(seen), expected)

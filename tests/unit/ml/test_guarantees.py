@@ -14,7 +14,7 @@ from advisor.catalog import Catalog
 from advisor.ml.dataset import Observation
 from advisor.ml.expectations import Band, Expectations, physical_band
 from advisor.ml.features import FeatureInput, feature_row
-from advisor.ml.model import FALLBACK_WIDENING, Fallback
+from advisor.ml.model import FALLBACK_SHIFT, FALLBACK_WIDENING, Fallback
 from advisor.ml.prior import ESTIMATED_WIDENING, PREFILL_EFFICIENCY, attention_factor, prior_expectations
 from advisor.ml.store import dumps, loads
 from advisor.ml.train import FitResult, build_training_sets, hardware_families, losing_groupings, weighted_median
@@ -184,7 +184,7 @@ def test_the_fallback_survives_the_artifact(public_fit: FitResult) -> None:
         Fallback.from_dict({"constant": 0.0, "interval": [0, 0], "families": [], "mode": "trees"})
 
 
-def test_fallback_is_the_weighted_median_with_a_widened_band(
+def test_fallback_is_the_weighted_median_with_a_shifted_band(
     public_fit: FitResult, public_observations: list[Observation]
 ) -> None:
     ts = build_training_sets(public_observations)["decode_tok_s"]
@@ -193,15 +193,16 @@ def test_fallback_is_the_weighted_median_with_a_widened_band(
     constant = weighted_median(ts.y, ts.weight)
     answer: object = constant
     if head.fallback.mode == "base":
-        # The base alone answers; its band is the base's training residuals, widened.
+        # The base alone answers; its band is the base's training residuals, moved out.
         assert head.base is not None
         answer = head.base.predict_frame(ts.frame)
     low, high = np.quantile(ts.y - answer, [0.1, 0.9])  # type: ignore[operator]
     assert head.fallback.constant == pytest.approx(constant)
-    # Widened by the factor the leave-one-family-out rows chose (conformalized, not the a priori 1.5).
-    widening = public_fit.cv_metrics["targets"]["decode_tok_s"]["fallback_widening"]
-    assert 1.0 <= widening <= 4.0 and widening != FALLBACK_WIDENING
-    assert head.fallback.interval == pytest.approx((low * widening, high * widening))
+    # Moved out on each side by the shift the leave-one-family-out rows chose (conformalized, not
+    # the a priori log 1.5): an unseen family's own efficiency is an offset in log space.
+    shift = public_fit.cv_metrics["targets"]["decode_tok_s"]["fallback_shift"]
+    assert 0.0 < shift <= 2.0 and shift != pytest.approx(FALLBACK_SHIFT)
+    assert head.fallback.interval == pytest.approx((min(low, 0.0) - shift, max(high, 0.0) + shift))
     assert head.fallback.families == frozenset(np.unique(hardware_families(ts)).tolist())
     assert head.fallback.families == {"apple_soc/apple", "cpu/amd", "cpu/apple", "gpu/nvidia"}
 
@@ -242,6 +243,16 @@ def test_bands_cover_80_percent_on_held_out_groupings(public_fit: FitResult, sch
     for target in ("decode_tok_s", "prefill_tok_s"):
         coverage = public_fit.cv_metrics["targets"][target]["schemes"][scheme]["coverage_deployed"]
         assert 0.75 <= coverage <= 0.92, (target, scheme, coverage)
+
+
+@pytest.mark.parametrize("scheme", ["hardware", "source", "family"])
+def test_every_grouping_is_covered_within_the_issue_range_one_level_out(public_fit: FitResult, scheme: str) -> None:
+    # The construction judged one level out (each fold's band chosen without its rows), unseen
+    # families by the fallback's shifted band: inside the issue's 70-92 % on every grouping (with
+    # a widening factor instead of the shift, prefill held out by family covered 66 %).
+    for target in ("decode_tok_s", "prefill_tok_s"):
+        coverage = public_fit.cv_metrics["targets"][target]["schemes"][scheme]["coverage"]
+        assert 0.70 <= coverage <= 0.92, (target, scheme, coverage)
 
 
 def test_a_device_known_by_its_bandwidth_alone_gets_a_wider_prefill_band(public_fit: FitResult) -> None:

@@ -189,3 +189,31 @@ def test_a_cuda_graph_server_decodes_near_its_ceiling_at_batch_one(public_fit: F
         deep_exp.decode_tok_s.expected / deep.decode_ceiling_batch_tok_s
         < exp.decode_tok_s.expected / roof.decode_ceiling_batch_tok_s
     )
+
+
+def test_a_batch_encoded_once_for_every_head_predicts_what_each_head_does_alone(
+    public_fit: FitResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # predict_arrays encodes a batch once per set of categories and neutralises each head's
+    # columns itself; each head encoding its own tree rows must give the same bits.
+    import numpy as np
+
+    from advisor.ml.features import feature_row
+    from advisor.ml.model import Head
+
+    items = []
+    for i, hw in enumerate(CATALOG.list_hardware()[: BATCH_THRESHOLD + 6]):
+        roof = analyse(hw, LLAMA_8B, Q4, prompt_tokens=256 + 64 * i, output_tokens=128, concurrency=1 + i % 8)
+        items.append(FeatureInput(roof, ("vllm", "llamacpp", "mlx", None)[i % 4], hw.kind, hw, LLAMA_8B, Q4))
+    rows = [feature_row(item) for item in items]
+    for head in public_fit.model.heads.values():
+        assert head.compiled is not None
+        # the batch as encoded with the head's categories, before its neutral columns are set
+        encoded = head.compiled.encode(rows)
+        np.testing.assert_array_equal(head.predict(rows, encoded), head.predict(rows))
+    shared = public_fit.model.predict_arrays(items)
+    alone = Head.predict
+    monkeypatch.setattr(Head, "predict", lambda self, rows, encoded=None: alone(self, rows))
+    separate = public_fit.model.predict_arrays(items)
+    for target in public_fit.model.heads:
+        np.testing.assert_array_equal(shared[target], separate[target])

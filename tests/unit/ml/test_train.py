@@ -9,6 +9,7 @@ the model lose its margin over the pure roofline or the roofline × one constant
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -19,10 +20,12 @@ from advisor.ml.train import (
     NOMINAL_COVERAGE,
     FitResult,
     _choose_level,
+    _fallback_offsets,
     _fold_coverage,
     _offsets,
     _Strata,
     _weights,
+    _widened_inside,
     _Widening,
     build_training_sets,
     data_hash,
@@ -137,18 +140,32 @@ def test_level_widens_until_folds_are_covered() -> None:
     assert _choose_level(far, strata, two) == 0.99
 
 
-def test_fallback_widening_weighs_every_held_out_family_the_same() -> None:
-    # 100 rows of one family inside their unwidened band, 10 of another at 1.9x its upper end:
-    # row-pooled, 91 % are covered unwidened; family by family, half are until 1.9.
+def test_fallback_shift_weighs_every_held_out_family_the_same() -> None:
+    # 100 rows of one family inside their unshifted band, 10 of another 0.18 above its upper end:
+    # row-pooled, 91 % are covered unshifted; family by family, half are until a shift of 0.18.
     low, high = np.full(110, -0.2), np.full(110, 0.2)
     residuals = np.concatenate([np.linspace(-0.15, 0.15, 100), np.full(10, 0.38)])
     families = np.array(["gpu/nvidia"] * 100 + ["cpu/amd"] * 10, dtype=object)
     widening = _Widening(residuals, low, high, np.arange(110), families)
-    assert widening.choose() == pytest.approx(1.9)
-    # chosen without a fold's rows: with the CPU rows left out, the GPUs need no widening
-    assert widening.choose(np.arange(110) >= 100) == pytest.approx(1.0)
-    # nothing left to choose on: the a priori widening
-    assert widening.choose(np.ones(110, dtype=bool)) == pytest.approx(1.5)
+    assert widening.choose() == pytest.approx(0.18)
+    # chosen without a fold's rows: with the CPU rows left out, the GPUs need no shift
+    assert widening.choose(np.arange(110) >= 100) == pytest.approx(0.0)
+    # nothing left to choose on: the a priori shift, an unseen family 1.5x off either way
+    assert widening.choose(np.ones(110, dtype=bool)) == pytest.approx(math.log(1.5))
+
+
+def test_fallback_band_moves_both_ends_out_by_the_shift() -> None:
+    # A family's own efficiency is an offset in log space: the band's ends move out by the same
+    # amount whatever the spread of the known families (a factor would stretch the long side
+    # more), and the band never excludes the fallback's own answer.
+    residuals = np.linspace(-0.8, 0.1, 91)
+    low, high = np.quantile(residuals, [0.1, 0.9])
+    assert _fallback_offsets(residuals, 0.25) == pytest.approx((low - 0.25, high + 0.25))
+    assert _fallback_offsets(residuals - 1.0, 0.25) == pytest.approx((low - 1.0 - 0.25, 0.25))
+    # the honest search and the deployed band agree on what is inside
+    band_low, band_high = _fallback_offsets(residuals)
+    inside = _widened_inside(np.array([low - 0.3, low - 0.2, high + 0.2, high + 0.3]), band_low, band_high, 0.25)
+    assert inside.tolist() == [False, True, True, False]
 
 
 def test_unseen_kinds_are_covered_by_the_fallback_band(public_fit: FitResult) -> None:
@@ -159,6 +176,10 @@ def test_unseen_kinds_are_covered_by_the_fallback_band(public_fit: FitResult) ->
     family = decode["schemes"]["family"]
     assert 0.7 <= family["coverage"] <= 0.95
     assert 0.7 <= family["coverage_deployed"] <= 0.95
+    # the same coverage with every held-out family weighing the same, as the widening is chosen
+    per_family = [item["coverage"] for item in family["by_family"].values()]
+    assert family["coverage_family_mean"] == pytest.approx(np.mean(per_family), abs=1e-3)
+    assert 0.75 <= family["coverage_family_mean"] <= 0.85
 
 
 def test_kind_bands_need_three_devices() -> None:
