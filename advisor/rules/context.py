@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -411,16 +412,24 @@ def _same_traffic(a: _Workload, b: _Workload, tolerance: float) -> bool:
 
 
 def _close(x: float | None, y: float | None, tolerance: float) -> bool:
-    """:func:`_same_traffic` of one value (NaN is close to nothing, itself included)."""
+    """:func:`_same_traffic` of one value (NaN is close to nothing, itself included):
+    ``abs(x - y) <= tolerance * max(abs(x), abs(y))`` spelled with comparisons, since the
+    baseline's inner loop asks it of most points of a cell (``y - x`` is exactly ``-(x - y)``, so
+    each absolute value is the same float; with a NaN every comparison is False, as before)."""
     if x is None or y is None:
         return x is None and y is None
-    return x == y or abs(x - y) <= tolerance * max(abs(x), abs(y))
+    if x == y:
+        return True
+    ax = x if x >= 0 else -x
+    ay = y if y >= 0 else -y
+    return (x - y if x >= y else y - x) <= tolerance * (ay if ay > ax else ax)
 
 
 def _robust(values: Sequence[float]) -> tuple[float, float]:
     """Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate)."""
     med = _median(values)
-    mad = _median([abs(v - med) for v in values])
+    # abs() mapped in C rather than called per value from Python (the same floats).
+    mad = _median(list(map(abs, [v - med for v in values])))
     return med, 1.4826 * mad
 
 
@@ -446,6 +455,18 @@ class BaselinePoint:
     setup_key: tuple[Any, ...]
     workload: _Workload
     values: Mapping[str, float]  # BASELINE_METRICS that the run has
+    #: ``values`` in the order of :data:`BASELINE_METRICS`, None where absent (derived, so that
+    #: :func:`build_baseline` fills its columns with one ``zip`` instead of a lookup per value).
+    row: tuple[float | None, ...] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        values = self.values
+        object.__setattr__(self, "row", tuple(values.get(path) for path in BASELINE_METRICS) if values else _NO_ROW)
+
+
+#: The row of a point without values.
+_NO_ROW: tuple[float | None, ...] = (None,) * len(BASELINE_METRICS)
+_AT = operator.attrgetter("measured_at")
 
 
 def baseline_key(run: CanonicalRun) -> BaselinePoint:
@@ -463,10 +484,6 @@ def baseline_point(run: CanonicalRun) -> BaselinePoint:
     return BaselinePoint(run.measured_at, _setup_key(run), _workload(run), values)
 
 
-def _measured_at(point: BaselinePoint) -> datetime:
-    return point.measured_at  # type: ignore[return-value]  # only dated points are sorted
-
-
 def build_baseline(
     runs: Iterable[CanonicalRun | BaselinePoint],
     *,
@@ -476,7 +493,7 @@ def build_baseline(
 ) -> Baseline | None:
     """Summarise the most recent ``max_runs`` runs comparable with ``current`` (all given runs
     when ``current`` is None) that were measured before it. None with fewer than ``min_runs``."""
-    pool: list[BaselinePoint] = []
+    pool: list[BaselinePoint]
     if current is None:
         pool = [r if isinstance(r, BaselinePoint) else baseline_point(r) for r in runs]
     else:
@@ -485,8 +502,10 @@ def build_baseline(
         key, workload, at = _setup_key(current), _workload(current), current.measured_at
         # A point of the very same traffic (the usual case: a cell repeats one workload) passes
         # _same_traffic; one tuple comparison in C says so first. Only while the current workload
-        # has no NaN, which _same_traffic never matches but a tuple compares equal to itself.
-        exact = not any(v is not None and math.isnan(v) for v in workload)
+        # has no NaN (x != x), which _same_traffic never matches but a tuple compares equal to itself.
+        w0, w1, w2, w3 = workload
+        exact = not (w0 != w0 or w1 != w1 or w2 != w2 or w3 != w3)  # noqa: PLR0124
+        pool = []
         for r in runs:
             if r is current:
                 continue
@@ -497,22 +516,22 @@ def build_baseline(
                 and (at is None or p.measured_at is None or p.measured_at < at)
             ):
                 pool.append(p)
+    if len(pool) < min_runs:
+        return None  # chosen below is at most the pool
     # Most recent first; runs without a timestamp keep their given order, after dated ones.
-    dated = sorted((p for p in pool if p.measured_at is not None), key=_measured_at, reverse=True)
     undated = [p for p in pool if p.measured_at is None]
-    chosen = (dated + undated)[:max_runs]
+    if undated:
+        dated = sorted([p for p in pool if p.measured_at is not None], key=_AT, reverse=True)
+        chosen = (dated + undated)[:max_runs]
+    else:
+        chosen = sorted(pool, key=_AT, reverse=True)[:max_runs]
     if len(chosen) < min_runs:
         return None
-    # One pass over the chosen points fills every metric's column, in the chosen order.
-    columns: dict[str, list[float]] = {path: [] for path in BASELINE_METRICS}
-    for p in chosen:
-        for path, value in p.values.items():
-            column = columns.get(path)
-            if column is not None:
-                column.append(value)
+    # Every metric's column in the chosen order, by one zip over the points' rows.
     metrics: dict[str, MetricBaseline] = {}
-    for path, higher in BASELINE_METRICS.items():
-        values = columns[path]
+    columns = zip(*[p.row for p in chosen], strict=True) if chosen else [()] * len(BASELINE_METRICS)
+    for (path, higher), column in zip(BASELINE_METRICS.items(), columns, strict=True):
+        values = [v for v in column if v is not None]
         if len(values) >= min_runs:
             med, spread = _robust(values)
             metrics[path] = MetricBaseline(med, spread, len(values), higher)
