@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from advisor.canonical import SLO, CanonicalRun, Percentiles
 from advisor.catalog.lookup import KV_CACHE_DTYPE_ALIASES, ResolvedSetup
@@ -26,7 +26,7 @@ from advisor.rules.base import fast_frozen_init
 from advisor.rules.knobs import EngineConfig, clear_engine_configs, engine_config, normalise_key
 
 if TYPE_CHECKING:
-    from advisor.canonical import Setup
+    from advisor.canonical import Setup, Workload
     from advisor.catalog import Catalog
     from advisor.ml.expectations import Expectations
 
@@ -59,6 +59,7 @@ __all__ = [
     "measure",
     "metric_value",
     "normalise_kv_dtype",
+    "per_setup",
     "sweep_capacity",
     "ttft_breakdown",
 ]
@@ -218,6 +219,12 @@ class RunContext:
     notes: tuple[str, ...] = ()
     #: The knee of the sweep file the run came from (:func:`sweep_capacity`); None for one run.
     sweep: SweepCapacity | None = field(default=None, compare=False)
+    #: What identifies this context's setup for :func:`per_setup` (its key and the objects the key
+    #: names), set by :func:`build_context`. Not an ``__init__`` field, so a context copied with
+    #: ``dataclasses.replace`` (another roofline, other expectations) has none and remembers nothing.
+    setup_id: tuple[tuple[Any, ...], tuple[object, ...]] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
 
     @property
     def microbenchmark(self) -> bool:
@@ -637,38 +644,9 @@ def build_context(
             )
         )
 
-    tensor_parallel = setup.tensor_parallel or 1
-    if setup.tensor_parallel is None and (setup.gpu_count or 1) > 1 and hardware and model and quant:
-        tensor_parallel = _inferred_tp(setup, hardware, model, quant, engine, missing, notes)
-    roofline: Roofline | None = None
-    if hardware is not None and model is not None and quant is not None:
-        try:
-            roofline = analyse(
-                hardware,
-                model,
-                quant,
-                prompt_tokens=round(measured.prompt_tokens) if measured.prompt_tokens else None,
-                output_tokens=round(measured.output_tokens) if measured.output_tokens else None,
-                kv_depth_tokens=round(run.workload.kv_depth_tokens or 0),
-                concurrency=_concurrency_for_physics(measured, engine),
-                tensor_parallel=tensor_parallel,
-                kv_cache_dtype=_kv_dtype(catalog, engine.kv_cache_dtype.value),
-                gpu_memory_utilization=_memory_fraction(engine, kv_pool_runtime(setup.runtime, engine)),
-                runtime=kv_pool_runtime(setup.runtime, engine),
-            )
-        except ValueError as exc:
-            missing.append(
-                MissingField(
-                    "setup",
-                    f"the physics cannot use this setup: {exc}",
-                    "every ceiling",
-                    "check the inline specs",
-                )
-            )
-
-    expectations: Expectations | None = None
-    if roofline is not None and hardware is not None:
-        expectations = _expect(expectations_fn, roofline, setup.runtime, hardware, model, quant)
+    roofline, expectations = _physics(
+        catalog, expectations_fn, setup, hardware, model, quant, engine, measured, run.workload, missing, notes
+    )
 
     baseline = build_baseline(baseline_runs, current=run)
     if measured.concurrency_source and measured.concurrency_source.startswith("Little's law"):
@@ -696,7 +674,117 @@ def build_context(
     # ttft_breakdown reads the context it completes; set it in place rather than copying the whole
     # frozen context with dataclasses.replace (the context is not yet shared with anyone).
     object.__setattr__(ctx, "ttft", ttft_breakdown(ctx))
+    holders = (roofline, hardware, model, quant, engine, catalog, expectations_fn, expectations)
+    object.__setattr__(ctx, "setup_id", ((*map(id, holders), setup.runtime, setup.runtime_version), holders))
     return ctx
+
+
+#: :func:`_physics`'s answers by the identity of its objects and the workload values it reads.
+_PHYSICS: dict[tuple[Any, ...], tuple[tuple[object, ...], tuple[Any, ...]]] = {}
+
+
+def _physics(
+    catalog: Catalog,
+    expectations_fn: ExpectationsFn | None,
+    setup: Setup,
+    hardware: HardwareSpec | None,
+    model: ModelSpec | None,
+    quant: QuantSpec | None,
+    engine: EngineConfig,
+    measured: Measured,
+    workload: Workload,
+    missing: list[MissingField],
+    notes: list[str],
+) -> tuple[Roofline | None, Expectations | None]:
+    """The run's roofline and expectations, with what the physics adds to ``missing`` and
+    ``notes`` (an inferred TP, a setup it cannot use), remembered per setup and workload shape.
+
+    Keyed by the identity of the specs, the engine config (itself one object per setup, see
+    :func:`advisor.rules.knobs.engine_config`), the catalog and the expectation function, and by
+    the values the physics is given: runtime, TP and GPU count as stated, the rounded prompt,
+    output and KV-depth tokens and the physics' concurrency. Each entry holds the objects whose
+    ids it uses. The roofline and expectations are frozen, so runs share them; the notes and
+    missing fields are appended afresh to each run's lists.
+    """
+    prompt = round(measured.prompt_tokens) if measured.prompt_tokens else None
+    output = round(measured.output_tokens) if measured.output_tokens else None
+    depth = round(workload.kv_depth_tokens or 0)
+    concurrency = _concurrency_for_physics(measured, engine)
+    key = (
+        id(catalog), id(expectations_fn), id(hardware), id(model), id(quant), id(engine),
+        setup.runtime, setup.tensor_parallel, setup.gpu_count, prompt, output, depth, concurrency,
+    )  # fmt: skip
+    found = _PHYSICS.get(key)
+    if found is None:
+        new_missing: list[MissingField] = []
+        new_notes: list[str] = []
+        roofline, expectations = _physics_afresh(
+            catalog, expectations_fn, setup, hardware, model, quant, engine, prompt, output, depth, concurrency,
+            new_missing, new_notes,
+        )  # fmt: skip
+        if len(_PHYSICS) >= PER_SETUP_CACHE_SIZE:
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del _PHYSICS[next(iter(_PHYSICS))]
+        found = (
+            (catalog, expectations_fn, hardware, model, quant, engine),
+            (roofline, expectations, tuple(new_missing), tuple(new_notes)),
+        )
+        _PHYSICS[key] = found
+    roofline, expectations, add_missing, add_notes = found[1]
+    missing.extend(add_missing)
+    notes.extend(add_notes)
+    return roofline, expectations
+
+
+def _physics_afresh(
+    catalog: Catalog,
+    expectations_fn: ExpectationsFn | None,
+    setup: Setup,
+    hardware: HardwareSpec | None,
+    model: ModelSpec | None,
+    quant: QuantSpec | None,
+    engine: EngineConfig,
+    prompt: int | None,
+    output: int | None,
+    depth: int,
+    concurrency: int,
+    missing: list[MissingField],
+    notes: list[str],
+) -> tuple[Roofline | None, Expectations | None]:
+    """:func:`_physics` computed."""
+    tensor_parallel = setup.tensor_parallel or 1
+    if setup.tensor_parallel is None and (setup.gpu_count or 1) > 1 and hardware and model and quant:
+        tensor_parallel = _inferred_tp(setup, hardware, model, quant, engine, missing, notes)
+    roofline: Roofline | None = None
+    if hardware is not None and model is not None and quant is not None:
+        try:
+            roofline = analyse(
+                hardware,
+                model,
+                quant,
+                prompt_tokens=prompt,
+                output_tokens=output,
+                kv_depth_tokens=depth,
+                concurrency=concurrency,
+                tensor_parallel=tensor_parallel,
+                kv_cache_dtype=_kv_dtype(catalog, engine.kv_cache_dtype.value),
+                gpu_memory_utilization=_memory_fraction(engine, kv_pool_runtime(setup.runtime, engine)),
+                runtime=kv_pool_runtime(setup.runtime, engine),
+            )
+        except ValueError as exc:
+            missing.append(
+                MissingField(
+                    "setup",
+                    f"the physics cannot use this setup: {exc}",
+                    "every ceiling",
+                    "check the inline specs",
+                )
+            )
+
+    expectations: Expectations | None = None
+    if roofline is not None and hardware is not None:
+        expectations = _expect(expectations_fn, roofline, setup.runtime, hardware, model, quant)
+    return roofline, expectations
 
 
 def _inferred_tp(
@@ -864,13 +952,54 @@ def expectations_of(
     return exp
 
 
+#: What rules remember per setup (:func:`per_setup`): their answers by (rule, what, setup).
+PER_SETUP_CACHE_SIZE = 8192
+_PER_SETUP: dict[tuple[Any, ...], tuple[tuple[object, ...], Any]] = {}
+_T = TypeVar("_T")
+
+
+def per_setup(ctx: RunContext, owner: object, what: str, compute: Callable[[RunContext], _T]) -> _T:
+    """``compute(ctx)``, remembered per setup: the one place the analysis caches what a rule
+    derives from the setup alone (issue #19: "cache per setup what is per setup").
+
+    The key is ``owner`` (the rule, so its own configuration), ``what``, and the context's
+    :attr:`RunContext.setup_id`: the identity of its roofline, hardware, model, quantization,
+    engine config, catalog, expectation function and expectations, plus the runtime and its
+    version. Identity, not equality, as in :func:`expectations_of`: the rooflines, engine configs
+    and expectations come from their own per-setup caches and the specs from the catalog's, so the
+    runs of one setup and workload shape bring the same objects; an entry holds them, so no other
+    object takes their ids while it lives. The roofline carries the workload as the physics sees
+    it (prompt and output tokens, KV depth, concurrency, TP, KV dtype, memory fraction).
+
+    ``compute`` may read only those: never the run's metrics, its baseline, SLO, labels or source
+    (tests/unit/rules/test_per_setup.py compares every rule's findings with and without the memo on
+    random runs). A context without ``setup_id`` (built by hand, or copied) computes afresh.
+    Bounded (:data:`PER_SETUP_CACHE_SIZE`), oldest first out.
+    """
+    setup = ctx.setup_id
+    if setup is None:
+        return compute(ctx)
+    key = (id(owner), what, setup[0])
+    found = _PER_SETUP.get(key)
+    if found is not None:
+        return found[1]  # type: ignore[no-any-return]
+    value = compute(ctx)
+    if len(_PER_SETUP) >= PER_SETUP_CACHE_SIZE:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del _PER_SETUP[next(iter(_PER_SETUP))]
+    _PER_SETUP[key] = ((owner, *setup[1]), value)
+    return value
+
+
 def clear_caches() -> None:
-    """Forget what the analysis remembers per setup (engine configs, expectations, rooflines):
-    tests compare cold and warm analyses."""
+    """Forget what the analysis remembers per setup (engine configs, expectations, rooflines,
+    the rules' per-setup answers): tests compare cold and warm analyses."""
     from advisor.physics.roofline import clear_cache as clear_rooflines
     from advisor.rules.whatif import clear_cache as clear_what_ifs  # whatif imports this module
 
     _EXPECTATIONS.clear()
+    _PER_SETUP.clear()
+    _PHYSICS.clear()
     clear_engine_configs()
     clear_rooflines()
     clear_what_ifs()
