@@ -13,7 +13,7 @@ import functools
 import math
 import operator
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -59,6 +59,7 @@ __all__ = [
     "measure",
     "metric_value",
     "normalise_kv_dtype",
+    "per_run",
     "per_setup",
     "sweep_capacity",
     "ttft_breakdown",
@@ -138,6 +139,7 @@ def normalise_kv_dtype(dtype: str | None) -> str:
     return KV_CACHE_DTYPE_ALIASES.get(dtype.strip().lower().replace("-", "_"), "auto")
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class MissingField:
     """A field whose absence blocks part of the diagnosis, and how to supply it."""
@@ -162,6 +164,7 @@ class MetricBaseline:
     higher_is_better: bool
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Baseline:
     """A summary of ``n`` comparable earlier runs of the same deployment and setup."""
@@ -173,6 +176,7 @@ class Baseline:
         return self.metrics.get(metric)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Measured:
     """Values rules need that the canonical run may give in several ways, derived once.
@@ -194,6 +198,7 @@ class Measured:
     uncached_prompt_tokens: float | None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunContext:
     """Everything a rule may read. Frozen; built by :func:`build_context`."""
@@ -225,6 +230,8 @@ class RunContext:
     setup_id: tuple[tuple[Any, ...], tuple[object, ...]] | None = field(
         default=None, init=False, compare=False, repr=False
     )
+    #: What several rules derive alike from this run (:func:`per_run`). Fresh for every context.
+    run_memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def microbenchmark(self) -> bool:
@@ -433,26 +440,27 @@ def _close(x: float | None, y: float | None, tolerance: float) -> bool:
 
 
 def _robust(values: Sequence[float]) -> tuple[float, float]:
-    """Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate)."""
-    med = _median(values)
-    # abs() mapped in C rather than called per value from Python (the same floats).
-    mad = _median(list(map(abs, [v - med for v in values])))
-    return med, 1.4826 * mad
+    """Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate).
 
-
-def _median(values: Sequence[float]) -> float:
-    """:func:`statistics.median`, the same arithmetic without its generality (the baseline's
-    inner loop: two per metric per submission)."""
+    :func:`statistics.median` twice, the same arithmetic without its generality (the baseline's
+    inner loop: once per metric per submission); ``abs`` mapped in C rather than called per value.
+    """
     data = sorted(values)
     n = len(data)
     if n == 0:
         raise statistics.StatisticsError("no median for empty data")
-    if n % 2 == 1:
-        return data[n // 2]
     i = n // 2
-    return (data[i - 1] + data[i]) / 2
+    med = data[i] if n % 2 == 1 else (data[i - 1] + data[i]) / 2
+    deviations = sorted(map(abs, [v - med for v in data]))
+    mad = deviations[i] if n % 2 == 1 else (deviations[i - 1] + deviations[i]) / 2
+    return med, 1.4826 * mad
 
 
+def _point_of(run: CanonicalRun | BaselinePoint) -> BaselinePoint:
+    return run if isinstance(run, BaselinePoint) else baseline_point(run)
+
+
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class BaselinePoint:
     """What the baseline needs of one earlier run, derived once (:func:`baseline_point`): a process
@@ -512,16 +520,22 @@ def build_baseline(
         # has no NaN (x != x), which _same_traffic never matches but a tuple compares equal to itself.
         w0, w1, w2, w3 = workload
         exact = not (w0 != w0 or w1 != w1 or w2 != w2 or w3 != w3)  # noqa: PLR0124
+        # _same_traffic once per distinct workload among the points (a cell repeats a few).
+        same: dict[_Workload, bool] = {}
         pool = []
         for r in runs:
             if r is current:
                 continue
-            p = r if isinstance(r, BaselinePoint) else baseline_point(r)
-            if (
-                p.setup_key == key
-                and ((exact and p.workload == workload) or _same_traffic(workload, p.workload, BASELINE_TOLERANCE))
-                and (at is None or p.measured_at is None or p.measured_at < at)
-            ):
+            p = r if r.__class__ is BaselinePoint else _point_of(r)
+            if p.setup_key != key:
+                continue
+            w = p.workload
+            if not (exact and w == workload):
+                if w not in same:
+                    same[w] = _same_traffic(workload, w, BASELINE_TOLERANCE)
+                if not same[w]:
+                    continue
+            if at is None or p.measured_at is None or p.measured_at < at:
                 pool.append(p)
     if len(pool) < min_runs:
         return None  # chosen below is at most the pool
@@ -538,7 +552,8 @@ def build_baseline(
     metrics: dict[str, MetricBaseline] = {}
     columns = zip(*[p.row for p in chosen], strict=True) if chosen else [()] * len(BASELINE_METRICS)
     for (path, higher), column in zip(BASELINE_METRICS.items(), columns, strict=True):
-        values = [v for v in column if v is not None]
+        # Most columns are full or empty: filter only those with some values missing.
+        values = column if None not in column else [v for v in column if v is not None]
         if len(values) >= min_runs:
             med, spread = _robust(values)
             metrics[path] = MetricBaseline(med, spread, len(values), higher)
@@ -991,6 +1006,20 @@ def per_setup(ctx: RunContext, owner: object, what: str, compute: Callable[[RunC
     return value
 
 
+_MISSING = object()
+
+
+def per_run(ctx: RunContext, what: Hashable, compute: Callable[[RunContext], _T]) -> _T:
+    """``compute(ctx)`` once per context: for what several rules ask of the same run (whether
+    prefill advice applies, the budget plan). The context is frozen, so the answer cannot change;
+    the memo lives and dies with the context."""
+    memo = ctx.run_memo
+    found = memo.get(what, _MISSING)
+    if found is _MISSING:
+        found = memo[what] = compute(ctx)
+    return found  # type: ignore[no-any-return]
+
+
 def clear_caches() -> None:
     """Forget what the analysis remembers per setup (engine configs, expectations, rooflines,
     the rules' per-setup answers): tests compare cold and warm analyses."""
@@ -1069,6 +1098,7 @@ class TtftPart:
         }
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class TtftBreakdown:
     """Where a run's typical TTFT goes: ``queueing + prefill + cache + remainder = total_ms``.

@@ -15,7 +15,7 @@ from advisor.physics.roofline import prefill_attention_flops, prefill_matmul_flo
 from advisor.rules import runtimes
 from advisor.rules.base import EvidenceSource, Finding, Gain, Rule
 from advisor.rules.config import RuleConfig
-from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext
+from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext, per_run
 from advisor.rules.damping import floor, ranked_severity, slo_cap
 from advisor.rules.severity import Severity, Thresholds
 
@@ -176,12 +176,20 @@ def workload_advice_applies(ctx: RunContext) -> bool:
 def prefill_advice_applies(ctx: RunContext) -> bool:
     """Prompt, prefix and batched-token advice (PRE001-PRE003) applies: user traffic
     (:func:`workload_advice_applies`) whose TTFT is mostly prefill (:func:`prefill_dominates`),
-    not queue or hidden reasoning."""
+    not queue or hidden reasoning. Once per run (three rules ask)."""
+    return per_run(ctx, "prefill_advice_applies", _prefill_advice_applies)
+
+
+def _prefill_advice_applies(ctx: RunContext) -> bool:
     return workload_advice_applies(ctx) and prefill_dominates(ctx)
 
 
 def is_reasoning_model(ctx: RunContext) -> bool:
-    """A known reasoning model, by the catalog id or the name the run gave."""
+    """A known reasoning model, by the catalog id or the name the run gave. Once per run."""
+    return per_run(ctx, "is_reasoning_model", _is_reasoning_model)
+
+
+def _is_reasoning_model(ctx: RunContext) -> bool:
     names = [ctx.model.id if ctx.model is not None else None, getattr(ctx.model, "name", None)]
     given = ctx.run.setup.model
     names.append(given if isinstance(given, str) else None)
