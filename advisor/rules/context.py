@@ -260,7 +260,9 @@ def metric_value(run: CanonicalRun, path: str) -> float | None:
     value: Any = getattr(run.metrics, head, None)
     if tail:
         value = getattr(value, tail, None) if isinstance(value, Percentiles) else None
-    if isinstance(value, bool) or not isinstance(value, _NUMBER):
+    if value.__class__ is float:  # the usual case, without the checks below (rules ask per metric)
+        return value  # type: ignore[no-any-return]
+    if value is None or isinstance(value, bool) or not isinstance(value, _NUMBER):
         return None
     return float(value)
 
@@ -551,12 +553,17 @@ def build_baseline(
     # Every metric's column in the chosen order, by one zip over the points' rows.
     metrics: dict[str, MetricBaseline] = {}
     columns = zip(*[p.row for p in chosen], strict=True) if chosen else [()] * len(BASELINE_METRICS)
+    full = len(chosen)
     for (path, higher), column in zip(BASELINE_METRICS.items(), columns, strict=True):
-        # Most columns are full or empty: filter only those with some values missing.
-        values = column if None not in column else [v for v in column if v is not None]
-        if len(values) >= min_runs:
+        # Most columns are full (every point has the metric) or empty: filter only the others.
+        if None in column:
+            values: Sequence[float] = [v for v in column if v is not None]
+            n = len(values)
+        else:
+            values, n = column, full
+        if n >= min_runs:
             med, spread = _robust(values)
-            metrics[path] = MetricBaseline(med, spread, len(values), higher)
+            metrics[path] = MetricBaseline(med, spread, n, higher)
     return Baseline(len(chosen), metrics)
 
 
@@ -716,21 +723,23 @@ def _physics(
 
     Keyed by the identity of the specs, the engine config (itself one object per setup, see
     :func:`advisor.rules.knobs.engine_config`), the catalog and the expectation function, and by
-    the values the physics is given: runtime, TP and GPU count as stated, the rounded prompt,
-    output and KV-depth tokens and the physics' concurrency. Each entry holds the objects whose
-    ids it uses. The roofline and expectations are frozen, so runs share them; the notes and
-    missing fields are appended afresh to each run's lists.
+    the values the physics is derived from: runtime, TP and GPU count as stated, the prompt,
+    output and KV-depth tokens and the concurrency as measured (the physics rounds them, and caps
+    the concurrency at the engine's ``max_num_seqs``). Each entry holds the objects whose ids it
+    uses. The roofline and expectations are frozen, so runs share them; the notes and missing
+    fields are appended afresh to each run's lists.
     """
-    prompt = round(measured.prompt_tokens) if measured.prompt_tokens else None
-    output = round(measured.output_tokens) if measured.output_tokens else None
-    depth = round(workload.kv_depth_tokens or 0)
-    concurrency = _concurrency_for_physics(measured, engine)
+    holders = (catalog, expectations_fn, hardware, model, quant, engine)
     key = (
-        id(catalog), id(expectations_fn), id(hardware), id(model), id(quant), id(engine),
-        setup.runtime, setup.tensor_parallel, setup.gpu_count, prompt, output, depth, concurrency,
+        *map(id, holders), setup.runtime, setup.tensor_parallel, setup.gpu_count, measured.prompt_tokens,
+        measured.output_tokens, workload.kv_depth_tokens, measured.concurrency,
     )  # fmt: skip
     found = _PHYSICS.get(key)
     if found is None:
+        prompt = round(measured.prompt_tokens) if measured.prompt_tokens else None
+        output = round(measured.output_tokens) if measured.output_tokens else None
+        depth = round(workload.kv_depth_tokens or 0)
+        concurrency = _concurrency_for_physics(measured, engine)
         new_missing: list[MissingField] = []
         new_notes: list[str] = []
         roofline, expectations = _physics_afresh(
@@ -740,10 +749,7 @@ def _physics(
         if len(_PHYSICS) >= PER_SETUP_CACHE_SIZE:
             with contextlib.suppress(KeyError, RuntimeError, StopIteration):
                 del _PHYSICS[next(iter(_PHYSICS))]
-        found = (
-            (catalog, expectations_fn, hardware, model, quant, engine),
-            (roofline, expectations, tuple(new_missing), tuple(new_notes)),
-        )
+        found = (holders, (roofline, expectations, tuple(new_missing), tuple(new_notes)))
         _PHYSICS[key] = found
     roofline, expectations, add_missing, add_notes = found[1]
     missing.extend(add_missing)

@@ -85,7 +85,10 @@ def ranked_severity(rule: Rule, severity: Severity, gain: Gain | None) -> Severi
     rule that asks for missing context."""
     # damp() spelled out: the engine asks this of every finding, and a rule of each it may drop.
     if gain is not None and rule.damp_by_gain:
-        severity = min(severity, rule.common.t("gain_relative").severity_of(abs(gain.relative)))  # gain_cap()
+        relative = gain.relative
+        cap = rule.common.t("gain_relative").severity_of(relative if relative >= 0 else -relative)  # gain_cap()
+        if cap < severity:  # noqa: PLR1730  (min() without a call: the engine asks per finding)
+            severity = cap
     if rule.asks_for_context and severity > CONTEXT_SEVERITY_CAP:
         return CONTEXT_SEVERITY_CAP
     return severity

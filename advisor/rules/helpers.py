@@ -15,7 +15,7 @@ from advisor.physics.roofline import prefill_attention_flops, prefill_matmul_flo
 from advisor.rules import runtimes
 from advisor.rules.base import EvidenceSource, Finding, Gain, Rule
 from advisor.rules.config import RuleConfig
-from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext, per_run
+from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext, per_run, per_setup
 from advisor.rules.damping import floor, ranked_severity, slo_cap
 from advisor.rules.severity import Severity, Thresholds
 
@@ -140,11 +140,14 @@ def matter_cap(
 
 def ttft_typical(ctx: RunContext) -> tuple[float, str] | None:
     """The TTFT a user typically sees: p50, else mean."""
+    # The two keys spelled out (a dozen rules ask this of every run).
     t = ctx.run.metrics.ttft_ms
-    for key in ("p50", "mean"):
-        value = getattr(t, key)
-        if value is not None and value > 0:
-            return float(value), f"ttft_ms.{key}"
+    value = t.p50
+    if value is not None and value > 0:
+        return float(value), "ttft_ms.p50"
+    value = t.mean
+    if value is not None and value > 0:
+        return float(value), "ttft_ms.mean"
     return None
 
 
@@ -339,6 +342,10 @@ def compute_is_estimated(ctx: RunContext) -> bool:
     """Whether the device's compute figure is an estimate rather than a published rate: derived by
     the physics (``Roofline.prefill_tflops_estimated``) or marked ``estimated`` in the catalog's
     ``hardware_compute.csv`` (the DGX Spark's BF16 rate, halved down from a sparse FP4 figure)."""
+    return per_setup(ctx, compute_is_estimated, "estimated", _compute_is_estimated)
+
+
+def _compute_is_estimated(ctx: RunContext) -> bool:
     if ctx.roofline is not None and ctx.roofline.prefill_tflops_estimated:
         return True
     if ctx.hardware is None or ctx.catalog is None:
