@@ -244,7 +244,7 @@ def plan_budget(ctx: RunContext, limits: BudgetLimits) -> BudgetPlan | None:
             matters, itl_breached = _matters(ctx, ("itl_p99_ms", "tpot_p99_ms"), p99, limits.stall_p99_ms)
             itl_pressure = matters and (stretched or itl_breached)
 
-    itl_slo = _slo(ctx, "itl_p99_ms") or _slo(ctx, "tpot_p99_ms")
+    itl_slo = (_slo(ctx, "itl_p99_ms") or _slo(ctx, "tpot_p99_ms")) if ctx.slo is not None else None
     p50_now = tail[1] if tail is not None else step
     direction: Direction | None = None
     target = budget

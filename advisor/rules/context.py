@@ -256,15 +256,24 @@ class RunContext:
 
 def metric_value(run: CanonicalRun, path: str) -> float | None:
     """``"ttft_ms.p99"`` → ``run.metrics.ttft_ms.p99``; ``"queue_waiting_mean"`` → the scalar."""
-    head, _, tail = path.partition(".")
+    try:
+        head, tail = _PATHS[path]
+    except KeyError:
+        head, _, tail = path.partition(".")
+        if len(_PATHS) < 1024:
+            _PATHS[path] = (head, tail)
     value: Any = getattr(run.metrics, head, None)
     if tail:
-        value = getattr(value, tail, None) if isinstance(value, Percentiles) else None
+        value = getattr(value, tail, None) if value.__class__ is Percentiles or isinstance(value, Percentiles) else None
     if value.__class__ is float:  # the usual case, without the checks below (rules ask per metric)
         return value  # type: ignore[no-any-return]
     if value is None or isinstance(value, bool) or not isinstance(value, _NUMBER):
         return None
     return float(value)
+
+
+#: :func:`metric_value`'s paths split once (rules ask a few dozen paths of every run).
+_PATHS: dict[str, tuple[str, str]] = {}
 
 
 def _first(p: Percentiles, *keys: str) -> tuple[float, str] | None:
@@ -441,23 +450,6 @@ def _close(x: float | None, y: float | None, tolerance: float) -> bool:
     return (x - y if x >= y else y - x) <= tolerance * (ay if ay > ax else ax)
 
 
-def _robust(values: Sequence[float]) -> tuple[float, float]:
-    """Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate).
-
-    :func:`statistics.median` twice, the same arithmetic without its generality (the baseline's
-    inner loop: once per metric per submission); ``abs`` mapped in C rather than called per value.
-    """
-    data = sorted(values)
-    n = len(data)
-    if n == 0:
-        raise statistics.StatisticsError("no median for empty data")
-    i = n // 2
-    med = data[i] if n % 2 == 1 else (data[i - 1] + data[i]) / 2
-    deviations = sorted(map(abs, [v - med for v in data]))
-    mad = deviations[i] if n % 2 == 1 else (deviations[i - 1] + deviations[i]) / 2
-    return med, 1.4826 * mad
-
-
 def _point_of(run: CanonicalRun | BaselinePoint) -> BaselinePoint:
     return run if isinstance(run, BaselinePoint) else baseline_point(run)
 
@@ -557,13 +549,24 @@ def build_baseline(
     for (path, higher), column in zip(BASELINE_METRICS.items(), columns, strict=True):
         # Most columns are full (every point has the metric) or empty: filter only the others.
         if None in column:
+            if column.count(None) > full - min_runs:
+                continue  # fewer than min_runs values
             values: Sequence[float] = [v for v in column if v is not None]
             n = len(values)
         else:
             values, n = column, full
         if n >= min_runs:
-            med, spread = _robust(values)
-            metrics[path] = MetricBaseline(med, spread, n, higher)
+            # Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate):
+            # statistics.median twice, the same arithmetic, spelled inline (once per metric per
+            # submission); abs mapped in C rather than called per value.
+            if n == 0:  # min_runs 0 and no value: as statistics.median says
+                raise statistics.StatisticsError("no median for empty data")
+            data = sorted(values)
+            i = n // 2
+            med = data[i] if n % 2 == 1 else (data[i - 1] + data[i]) / 2
+            deviations = sorted(map(abs, [v - med for v in data]))
+            mad = deviations[i] if n % 2 == 1 else (deviations[i - 1] + deviations[i]) / 2
+            metrics[path] = MetricBaseline(med, 1.4826 * mad, n, higher)
     return Baseline(len(chosen), metrics)
 
 

@@ -7,7 +7,10 @@ The limits live in the ``[common]`` section of ``rules/thresholds.toml``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar, Token
+from types import MappingProxyType
+from typing import Any
 
 from advisor.rules.base import Gain, Rule
 from advisor.rules.config import RuleConfig, ThresholdSpec
@@ -94,6 +97,12 @@ def ranked_severity(rule: Rule, severity: Severity, gain: Gain | None) -> Severi
     return severity
 
 
+#: The ``details`` of a bare finding (:func:`advisor.rules.helpers.dropped`): its ``severity`` is
+#: already the ranked one, below the floor, so the engine lists it as suppressed without ranking
+#: it again (ranking is idempotent: the same damping twice gives the same severity).
+BARE: Mapping[str, Any] = MappingProxyType({})
+
+
 def floor() -> Severity:
     """The severity below which the current evaluation drops findings (``none`` outside ``advise``)."""
     return _FLOOR.get()
@@ -122,7 +131,11 @@ def sample_cap(common: RuleConfig, n: int | None) -> Severity:
     if n is None:
         return Severity.MODERATE
     thin = common.t("tail_samples").severity_of(float(n))
-    return Severity(Severity.CRITICAL - thin)
+    return _BY_VALUE[Severity.CRITICAL - thin]  # Severity(...) by table: Enum's call is slow
+
+
+#: Every severity by its value (``_BY_VALUE[2] is Severity.MODERATE``).
+_BY_VALUE: tuple[Severity, ...] = tuple(sorted(Severity))
 
 
 def slo_ratio(ctx: RunContext, objective: str) -> float | None:

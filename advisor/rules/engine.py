@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from advisor.rules.base import ACTIONS, FIX_KEYS, Evidence, Finding, Gain, Rule, Status, fast_frozen_init
 from advisor.rules.context import MissingField, RunContext
-from advisor.rules.damping import CONTEXT_SEVERITY_CAP, SLO_METRICS, dropping_below, ranked_severity, stop_dropping
+from advisor.rules.damping import (
+    BARE,
+    CONTEXT_SEVERITY_CAP,
+    SLO_METRICS,
+    dropping_below,
+    ranked_severity,
+    stop_dropping,
+)
 from advisor.rules.registry import docs_url, get_rules
 from advisor.rules.severity import Severity
 
@@ -311,6 +318,9 @@ def advise(
                 suppressed.append(Suppressed(rule.id, Severity.NONE, f"error: {type(exc).__name__}: {exc}"))
                 continue
             if finding is None:
+                continue
+            if finding.details is BARE:  # dropped by the rule, already ranked below the floor
+                suppressed.append(Suppressed(rule.id, finding.severity, "below-threshold"))
                 continue
             severity = ranked_severity(rule, finding.severity, finding.expected_gain)
             if severity < min_severity:

@@ -16,7 +16,7 @@ from advisor.rules import runtimes
 from advisor.rules.base import EvidenceSource, Finding, Gain, Rule
 from advisor.rules.config import RuleConfig
 from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext, per_run, per_setup
-from advisor.rules.damping import floor, ranked_severity, slo_cap
+from advisor.rules.damping import BARE, floor, ranked_severity, slo_cap
 from advisor.rules.severity import Severity, Thresholds
 
 __all__ = [
@@ -101,7 +101,7 @@ def _fmt(value: float, unit: str) -> str:
 _fmt_remembered = functools.lru_cache(maxsize=4096, typed=True)(_fmt)
 
 
-#: The fix and details of a bare finding (never read: the engine drops it).
+#: The fix of a bare finding (never read: the engine drops it).
 _NO_FIX: Mapping[str, str] = MappingProxyType({})
 
 
@@ -113,9 +113,11 @@ def dropped(rule: Rule, severity: Severity, gain: Gain | None = None) -> Finding
     A severity of ``none`` may be dropped before its gain is known (damping only lowers it), by a
     rule that returns a finding from there on whatever it computes. Outside the engine the floor is
     ``none``: every finding is built."""
-    if ranked_severity(rule, severity, gain) >= floor():
+    ranked = ranked_severity(rule, severity, gain)
+    if ranked >= floor():
         return None
-    return Finding(severity, "", (), _NO_FIX, gain, details=_NO_FIX)
+    # Carries the ranked severity, marked BARE, so that the engine does not rank it again.
+    return Finding(ranked, "", (), _NO_FIX, gain, details=BARE)
 
 
 def fmt_range(low: float, high: float, unit: str = "") -> str:

@@ -4,7 +4,7 @@ from typing import ClassVar, NamedTuple
 
 from advisor.catalog.capabilities import QuantChoice, capability, weight_quant_choice
 from advisor.catalog.quant_gains import GainModel, decode_step_gain, gain_model, prefill_step_gain
-from advisor.physics import QuantSpec, Roofline
+from advisor.physics import Roofline
 from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec
@@ -67,7 +67,7 @@ class NearCeilingWithWideWeights(Rule):
         at_ceiling = decode_at_ceiling(ctx, self.p("max_efficiency"))
         if at_ceiling is None or at_ceiling.bits <= self.p("min_bits"):
             return None
-        eff, bits, decode, cur = at_ceiling
+        eff, decode = at_ceiling.efficiency, at_ceiling.decode_tok_s
         # What the setup alone decides (the target format, its expected speed-up, the fix and the
         # evidence behind them), once per setup; None when no format helps this setup.
         plan = per_setup(ctx, self, "plan", self._plan)
@@ -81,16 +81,11 @@ class NearCeilingWithWideWeights(Rule):
         gain = Gain("decode_tok_s", decode, to)
         if (bare := dropped(self, severity, gain)) is not None:
             return bare
-        target = plan.target
         return Finding(
             severity=severity,
-            title=(
-                f"Decode reaches {eff:.0%} of the {fmt(cur.decode_ceiling_batch_tok_s, 'tok/s')} "
-                "bandwidth ceiling with "
-                f"{fmt(bits)}-bit weights; {target.name} would give about {fmt(to, 'tok/s')}"
-            ),
+            title=f"Decode reaches {eff:.0%} of the {plan.title_middle}{fmt(to, 'tok/s')}",
             evidence=(
-                Evidence("decode_tok_s", decode, f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)", "physics"),
+                Evidence("decode_tok_s", decode, plan.ceiling_text, "physics"),
                 Evidence("decode_efficiency", eff, "the stack is already near the ceiling", "physics"),
                 *plan.evidence,
             ),
@@ -182,8 +177,12 @@ class NearCeilingWithWideWeights(Rule):
         )
         extra = tuple(e for e in (method, gain_row, prefill_row) if e is not None)
         return _Plan(
-            target=target,
             ratio=ratio,
+            title_middle=(
+                f"{fmt(cur.decode_ceiling_batch_tok_s, 'tok/s')} bandwidth ceiling with {fmt(bits)}-bit weights; "
+                f"{target.name} would give about "
+            ),
+            ceiling_text=f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)",
             # Frozen evidence rows are shared by the findings of the setup; the fix is copied per finding.
             evidence=(
                 Evidence("bits_per_weight", bits, f"{fmt(target.bits_per_weight)} with {target.name}", "physics"),
@@ -252,8 +251,10 @@ class NearCeilingWithWideWeights(Rule):
 class _Plan(NamedTuple):
     """What DEC001 proposes for a setup (:meth:`NearCeilingWithWideWeights._plan`)."""
 
-    target: QuantSpec
     ratio: float
+    #: The title between the run's efficiency and its expected decode, and the ceiling's evidence text.
+    title_middle: str
+    ceiling_text: str
     evidence: tuple[Evidence, ...]
     fix: tuple[tuple[str, str], ...]
     confidence: float
