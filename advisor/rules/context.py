@@ -698,9 +698,9 @@ def build_context(
     )
     # ttft_breakdown reads the context it completes; set it in place rather than copying the whole
     # frozen context with dataclasses.replace (the context is not yet shared with anyone).
-    object.__setattr__(ctx, "ttft", ttft_breakdown(ctx))
     holders = (roofline, hardware, model, quant, engine, catalog, expectations_fn, expectations)
     object.__setattr__(ctx, "setup_id", ((*map(id, holders), setup.runtime, setup.runtime_version), holders))
+    object.__setattr__(ctx, "ttft", ttft_breakdown(ctx))
     return ctx
 
 
@@ -982,7 +982,7 @@ _PER_SETUP: dict[tuple[Any, ...], tuple[tuple[object, ...], Any]] = {}
 _T = TypeVar("_T")
 
 
-def per_setup(ctx: RunContext, owner: object, what: str, compute: Callable[[RunContext], _T]) -> _T:
+def per_setup(ctx: RunContext, owner: object, what: Hashable, compute: Callable[[RunContext], _T]) -> _T:
     """``compute(ctx)``, remembered per setup: the one place the analysis caches what a rule
     derives from the setup alone (issue #19: "cache per setup what is per setup").
 
@@ -1164,6 +1164,11 @@ def _prefill_rate(ctx: RunContext) -> tuple[float, str, float] | None:
     expectation, or the physics ceiling at :data:`ASSUMED_PREFILL_MFU`."""
     if ctx.measured.prefill_tok_s:
         return ctx.measured.prefill_tok_s, "metrics.prefill_tok_s", 0.8
+    return per_setup(ctx, _prefill_rate, "prefill_rate", _setup_prefill_rate)
+
+
+def _setup_prefill_rate(ctx: RunContext) -> tuple[float, str, float] | None:
+    """:func:`_prefill_rate` without a measured rate: the setup's alone (:func:`per_setup`)."""
     band = getattr(ctx.expectations, "prefill_tok_s", None) if ctx.expectations is not None else None
     expected = getattr(band, "expected", None) if band is not None else None
     if isinstance(expected, _NUMBER) and expected > 0:

@@ -229,6 +229,11 @@ def prefill_rate(ctx: RunContext) -> tuple[float, EvidenceSource] | None:
     ceiling at :data:`ASSUMED_PREFILL_MFU`."""
     if ctx.measured.prefill_tok_s:
         return ctx.measured.prefill_tok_s, "run"
+    # Otherwise the expectations' or the physics': the setup's alone, once per setup.
+    return per_setup(ctx, prefill_rate, "prefill_rate", _setup_prefill_rate)
+
+
+def _setup_prefill_rate(ctx: RunContext) -> tuple[float, EvidenceSource] | None:
     exp = ctx.expectations
     band = getattr(exp, "prefill_tok_s", None) if exp is not None else None
     expected = getattr(band, "expected", None) if band is not None else None
@@ -291,8 +296,21 @@ def prefill_work_ratio(
         return 1.0
     if ctx.model is None:
         return max(new_tokens, 0.0) / old_tokens
-    old = _relative_prefill_seconds(ctx.model, old_tokens, old_depth)
-    return _relative_prefill_seconds(ctx.model, max(new_tokens, 0.0), new_depth) / old if old > 0 else 1.0
+    # Pure in the model and the four numbers, which repeat across a setup's runs: once per setup.
+    model = ctx.model
+    return per_setup(
+        ctx,
+        prefill_work_ratio,
+        ("prefill_work_ratio", new_tokens, new_depth, old_tokens, old_depth),
+        lambda _ctx: _prefill_work_ratio(model, new_tokens, new_depth, old_tokens, old_depth),
+    )
+
+
+def _prefill_work_ratio(
+    model: ModelSpec, new_tokens: float, new_depth: float, old_tokens: float, old_depth: float
+) -> float:
+    old = _relative_prefill_seconds(model, old_tokens, old_depth)
+    return _relative_prefill_seconds(model, max(new_tokens, 0.0), new_depth) / old if old > 0 else 1.0
 
 
 def _relative_prefill_seconds(model: ModelSpec, tokens: float, depth: float) -> float:

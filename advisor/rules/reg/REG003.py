@@ -68,10 +68,11 @@ class RegressedAgainstBaseline(Rule):
             spread = max(mb.spread, floor * abs(mb.median))
             z = worse / spread if spread > 0 else float("inf")
             relative = worse / mb.median
-            caps = [noise.severity_of(z)]
-            if metric.endswith("p99"):
-                caps.append(sample_cap(self.common, ctx.measured.n_requests))
-            severity = damp(grade.severity_of(relative), *caps)
+            severity = damp(
+                grade.severity_of(relative),
+                noise.severity_of(z),
+                sample_cap(self.common, ctx.measured.n_requests) if metric.endswith("p99") else None,
+            )
             if severity == Severity.NONE:
                 continue
             regressed.append((metric, found, mb, z))
