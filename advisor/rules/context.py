@@ -236,7 +236,10 @@ class RunContext:
     @property
     def microbenchmark(self) -> bool:
         """An engine test (llama-bench, vLLM bench latency/throughput): no workload advice."""
-        return is_microbenchmark(self.run)
+        known = self.run_memo.get("microbenchmark")
+        if known is None:
+            known = self.run_memo["microbenchmark"] = is_microbenchmark(self.run)
+        return known  # type: ignore[no-any-return]
 
     def metric(self, path: str) -> float | None:
         """A metric by dotted path (``ttft_ms.p99``, ``decode_tok_s``); derived values first."""
@@ -1004,9 +1007,10 @@ def per_setup(ctx: RunContext, owner: object, what: Hashable, compute: Callable[
     if setup is None:
         return compute(ctx)
     key = (id(owner), what, setup[0])
-    found = _PER_SETUP.get(key)
-    if found is not None:
-        return found[1]  # type: ignore[no-any-return]
+    try:
+        return _PER_SETUP[key][1]  # type: ignore[no-any-return]  # a hit, nearly always
+    except KeyError:
+        pass
     value = compute(ctx)
     if len(_PER_SETUP) >= PER_SETUP_CACHE_SIZE:
         with contextlib.suppress(KeyError, RuntimeError, StopIteration):

@@ -18,8 +18,10 @@ from advisor.rules.context import RunContext
 from advisor.rules.severity import Severity
 
 __all__ = [
+    "BARE",
     "COMMON_SPECS",
     "CONTEXT_SEVERITY_CAP",
+    "FLOOR",
     "SLO_METRICS",
     "dropping_below",
     "floor",
@@ -37,7 +39,8 @@ CONTEXT_SEVERITY_CAP = Severity.MODERATE
 
 #: The severity below which the engine drops findings while it evaluates the rules (``advise``'s
 #: ``min_severity``). Outside :func:`dropping_below` it is ``none``: every finding is built in full.
-_FLOOR: ContextVar[Severity] = ContextVar("advisor_rules_floor", default=Severity.NONE)
+#: Read it through :func:`floor`; :func:`advisor.rules.helpers.dropped` reads it directly (hot).
+FLOOR: ContextVar[Severity] = ContextVar("advisor_rules_floor", default=Severity.NONE)
 
 COMMON_SPECS: tuple[ThresholdSpec, ...] = (
     ThresholdSpec(
@@ -105,7 +108,7 @@ BARE: Mapping[str, Any] = MappingProxyType({})
 
 def floor() -> Severity:
     """The severity below which the current evaluation drops findings (``none`` outside ``advise``)."""
-    return _FLOOR.get()
+    return FLOOR.get()
 
 
 def dropping_below(min_severity: Severity) -> Token[Severity]:
@@ -113,12 +116,12 @@ def dropping_below(min_severity: Severity) -> Token[Severity]:
     a rule may skip building their texts (:func:`advisor.rules.helpers.dropped`). Hand the token
     back to :func:`stop_dropping` when done (a ``try``/``finally``: cheaper than a context manager,
     which the engine would enter on every run)."""
-    return _FLOOR.set(min_severity)
+    return FLOOR.set(min_severity)
 
 
 def stop_dropping(token: Token[Severity]) -> None:
     """The floor as it was before :func:`dropping_below` gave ``token``."""
-    _FLOOR.reset(token)
+    FLOOR.reset(token)
 
 
 def sample_cap(common: RuleConfig, n: int | None) -> Severity:

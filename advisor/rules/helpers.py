@@ -16,7 +16,7 @@ from advisor.rules import runtimes
 from advisor.rules.base import EvidenceSource, Finding, Gain, Rule
 from advisor.rules.config import RuleConfig
 from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext, per_run, per_setup
-from advisor.rules.damping import BARE, floor, ranked_severity, slo_cap
+from advisor.rules.damping import BARE, FLOOR, ranked_severity, slo_cap
 from advisor.rules.severity import Severity, Thresholds
 
 __all__ = [
@@ -114,7 +114,7 @@ def dropped(rule: Rule, severity: Severity, gain: Gain | None = None) -> Finding
     rule that returns a finding from there on whatever it computes. Outside the engine the floor is
     ``none``: every finding is built."""
     ranked = ranked_severity(rule, severity, gain)
-    if ranked >= floor():
+    if ranked >= FLOOR.get():  # floor(), without the call
         return None
     # Carries the ranked severity, marked BARE, so that the engine does not rank it again.
     return Finding(ranked, "", (), _NO_FIX, gain, details=BARE)
@@ -142,7 +142,10 @@ def matter_cap(
 
 def ttft_typical(ctx: RunContext) -> tuple[float, str] | None:
     """The TTFT a user typically sees: p50, else mean."""
-    # The two keys spelled out (a dozen rules ask this of every run).
+    breakdown = ctx.ttft
+    if breakdown is not None:  # the breakdown starts from the same p50-else-mean (a dozen rules ask)
+        return breakdown.total_ms, breakdown.basis
+    # The two keys spelled out.
     t = ctx.run.metrics.ttft_ms
     value = t.p50
     if value is not None and value > 0:
