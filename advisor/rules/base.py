@@ -138,10 +138,17 @@ def fast_frozen_init(cls: type[_T]) -> type[_T]:
     keyword: list[str] = []
     body: list[str] = []
     for f in params:
-        if not f.init:
-            raise TypeError(f"{cls.__name__}.{f.name} is not an __init__ field")
         name = f.name
         namespace[f"_set_{name}"] = vars(cls)[name].__set__
+        if not f.init:
+            # Not a parameter: set from its default or factory, as the dataclass's own __init__ does.
+            if f.default is not dataclasses.MISSING:
+                namespace[f"_default_{name}"] = f.default
+                body.append(f"    _set_{name}(self, _default_{name})")
+            elif f.default_factory is not dataclasses.MISSING:
+                namespace[f"_factory_{name}"] = f.default_factory
+                body.append(f"    _set_{name}(self, _factory_{name}())")
+            continue
         if f.default is not dataclasses.MISSING:
             namespace[f"_default_{name}"] = f.default
             param = f"{name}=_default_{name}"

@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from advisor.rules.base import Rule
+from advisor.rules.base import Rule, fast_frozen_init
 from advisor.rules.config import ParamSpec, RuleConfig, Spec, ThresholdSpec
-from advisor.rules.context import RunContext
+from advisor.rules.context import RunContext, per_run
 from advisor.rules.damping import slo_ratio
 from advisor.rules.helpers import prefill_rate, ttft_typical
 
@@ -32,6 +32,7 @@ __all__ = [
     "ESTIMATE_BAND",
     "BudgetLimits",
     "BudgetPlan",
+    "budget_plan",
     "itl_guard",
     "limits_of",
     "plan_budget",
@@ -111,6 +112,7 @@ def _limits_of(rule: Rule) -> BudgetLimits:
     )
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class BudgetPlan:
     """What the dial should do for one run and the step physics behind it."""
@@ -178,6 +180,13 @@ def _slo(ctx: RunContext, objective: str) -> float | None:
     return float(value) if isinstance(value, _NUMBER) and value > 0 else None
 
 
+def budget_plan(ctx: RunContext, rule: Rule) -> BudgetPlan | None:
+    """:func:`plan_budget` with ``rule``'s limits, once per run and limits (PRE004 and SCH001 ask
+    for the same plan)."""
+    limits = limits_of(rule)
+    return per_run(ctx, ("plan_budget", limits), lambda c: plan_budget(c, limits))
+
+
 def plan_budget(ctx: RunContext, limits: BudgetLimits) -> BudgetPlan | None:
     """Raise, lower, or "the dial cannot meet both" for this run; None when the dial is not the
     question (another runtime, no budget, no prompt or TTFT, or nothing presses on it).
@@ -235,7 +244,7 @@ def plan_budget(ctx: RunContext, limits: BudgetLimits) -> BudgetPlan | None:
             matters, itl_breached = _matters(ctx, ("itl_p99_ms", "tpot_p99_ms"), p99, limits.stall_p99_ms)
             itl_pressure = matters and (stretched or itl_breached)
 
-    itl_slo = _slo(ctx, "itl_p99_ms") or _slo(ctx, "tpot_p99_ms")
+    itl_slo = (_slo(ctx, "itl_p99_ms") or _slo(ctx, "tpot_p99_ms")) if ctx.slo is not None else None
     p50_now = tail[1] if tail is not None else step
     direction: Direction | None = None
     target = budget

@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from advisor.canonical import SLO, CanonicalRun, Percentiles
 from advisor.catalog.lookup import KV_CACHE_DTYPE_ALIASES, ResolvedSetup
@@ -25,7 +26,7 @@ from advisor.rules.base import fast_frozen_init
 from advisor.rules.knobs import EngineConfig, clear_engine_configs, engine_config, normalise_key
 
 if TYPE_CHECKING:
-    from advisor.canonical import Setup
+    from advisor.canonical import Setup, Workload
     from advisor.catalog import Catalog
     from advisor.ml.expectations import Expectations
 
@@ -58,6 +59,8 @@ __all__ = [
     "measure",
     "metric_value",
     "normalise_kv_dtype",
+    "per_run",
+    "per_setup",
     "sweep_capacity",
     "ttft_breakdown",
 ]
@@ -136,6 +139,7 @@ def normalise_kv_dtype(dtype: str | None) -> str:
     return KV_CACHE_DTYPE_ALIASES.get(dtype.strip().lower().replace("-", "_"), "auto")
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class MissingField:
     """A field whose absence blocks part of the diagnosis, and how to supply it."""
@@ -160,6 +164,7 @@ class MetricBaseline:
     higher_is_better: bool
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Baseline:
     """A summary of ``n`` comparable earlier runs of the same deployment and setup."""
@@ -171,6 +176,7 @@ class Baseline:
         return self.metrics.get(metric)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Measured:
     """Values rules need that the canonical run may give in several ways, derived once.
@@ -192,6 +198,7 @@ class Measured:
     uncached_prompt_tokens: float | None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunContext:
     """Everything a rule may read. Frozen; built by :func:`build_context`."""
@@ -217,11 +224,22 @@ class RunContext:
     notes: tuple[str, ...] = ()
     #: The knee of the sweep file the run came from (:func:`sweep_capacity`); None for one run.
     sweep: SweepCapacity | None = field(default=None, compare=False)
+    #: What identifies this context's setup for :func:`per_setup` (its key and the objects the key
+    #: names), set by :func:`build_context`. Not an ``__init__`` field, so a context copied with
+    #: ``dataclasses.replace`` (another roofline, other expectations) has none and remembers nothing.
+    setup_id: tuple[tuple[Any, ...], tuple[object, ...]] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
+    #: What several rules derive alike from this run (:func:`per_run`). Fresh for every context.
+    run_memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def microbenchmark(self) -> bool:
         """An engine test (llama-bench, vLLM bench latency/throughput): no workload advice."""
-        return is_microbenchmark(self.run)
+        known = self.run_memo.get("microbenchmark")
+        if known is None:
+            known = self.run_memo["microbenchmark"] = is_microbenchmark(self.run)
+        return known  # type: ignore[no-any-return]
 
     def metric(self, path: str) -> float | None:
         """A metric by dotted path (``ttft_ms.p99``, ``decode_tok_s``); derived values first."""
@@ -241,13 +259,24 @@ class RunContext:
 
 def metric_value(run: CanonicalRun, path: str) -> float | None:
     """``"ttft_ms.p99"`` → ``run.metrics.ttft_ms.p99``; ``"queue_waiting_mean"`` → the scalar."""
-    head, _, tail = path.partition(".")
+    try:
+        head, tail = _PATHS[path]
+    except KeyError:
+        head, _, tail = path.partition(".")
+        if len(_PATHS) < 1024:
+            _PATHS[path] = (head, tail)
     value: Any = getattr(run.metrics, head, None)
     if tail:
-        value = getattr(value, tail, None) if isinstance(value, Percentiles) else None
-    if isinstance(value, bool) or not isinstance(value, _NUMBER):
+        value = getattr(value, tail, None) if value.__class__ is Percentiles or isinstance(value, Percentiles) else None
+    if value.__class__ is float:  # the usual case, without the checks below (rules ask per metric)
+        return value  # type: ignore[no-any-return]
+    if value is None or isinstance(value, bool) or not isinstance(value, _NUMBER):
         return None
     return float(value)
+
+
+#: :func:`metric_value`'s paths split once (rules ask a few dozen paths of every run).
+_PATHS: dict[str, tuple[str, str]] = {}
 
 
 def _first(p: Percentiles, *keys: str) -> tuple[float, str] | None:
@@ -411,32 +440,24 @@ def _same_traffic(a: _Workload, b: _Workload, tolerance: float) -> bool:
 
 
 def _close(x: float | None, y: float | None, tolerance: float) -> bool:
-    """:func:`_same_traffic` of one value (NaN is close to nothing, itself included)."""
+    """:func:`_same_traffic` of one value (NaN is close to nothing, itself included):
+    ``abs(x - y) <= tolerance * max(abs(x), abs(y))`` spelled with comparisons, since the
+    baseline's inner loop asks it of most points of a cell (``y - x`` is exactly ``-(x - y)``, so
+    each absolute value is the same float; with a NaN every comparison is False, as before)."""
     if x is None or y is None:
         return x is None and y is None
-    return x == y or abs(x - y) <= tolerance * max(abs(x), abs(y))
+    if x == y:
+        return True
+    ax = x if x >= 0 else -x
+    ay = y if y >= 0 else -y
+    return (x - y if x >= y else y - x) <= tolerance * (ay if ay > ax else ax)
 
 
-def _robust(values: Sequence[float]) -> tuple[float, float]:
-    """Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate)."""
-    med = _median(values)
-    mad = _median([abs(v - med) for v in values])
-    return med, 1.4826 * mad
+def _point_of(run: CanonicalRun | BaselinePoint) -> BaselinePoint:
+    return run if isinstance(run, BaselinePoint) else baseline_point(run)
 
 
-def _median(values: Sequence[float]) -> float:
-    """:func:`statistics.median`, the same arithmetic without its generality (the baseline's
-    inner loop: two per metric per submission)."""
-    data = sorted(values)
-    n = len(data)
-    if n == 0:
-        raise statistics.StatisticsError("no median for empty data")
-    if n % 2 == 1:
-        return data[n // 2]
-    i = n // 2
-    return (data[i - 1] + data[i]) / 2
-
-
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class BaselinePoint:
     """What the baseline needs of one earlier run, derived once (:func:`baseline_point`): a process
@@ -446,6 +467,18 @@ class BaselinePoint:
     setup_key: tuple[Any, ...]
     workload: _Workload
     values: Mapping[str, float]  # BASELINE_METRICS that the run has
+    #: ``values`` in the order of :data:`BASELINE_METRICS`, None where absent (derived, so that
+    #: :func:`build_baseline` fills its columns with one ``zip`` instead of a lookup per value).
+    row: tuple[float | None, ...] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        values = self.values
+        object.__setattr__(self, "row", tuple(values.get(path) for path in BASELINE_METRICS) if values else _NO_ROW)
+
+
+#: The row of a point without values.
+_NO_ROW: tuple[float | None, ...] = (None,) * len(BASELINE_METRICS)
+_AT = operator.attrgetter("measured_at")
 
 
 def baseline_key(run: CanonicalRun) -> BaselinePoint:
@@ -463,10 +496,6 @@ def baseline_point(run: CanonicalRun) -> BaselinePoint:
     return BaselinePoint(run.measured_at, _setup_key(run), _workload(run), values)
 
 
-def _measured_at(point: BaselinePoint) -> datetime:
-    return point.measured_at  # type: ignore[return-value]  # only dated points are sorted
-
-
 def build_baseline(
     runs: Iterable[CanonicalRun | BaselinePoint],
     *,
@@ -476,7 +505,7 @@ def build_baseline(
 ) -> Baseline | None:
     """Summarise the most recent ``max_runs`` runs comparable with ``current`` (all given runs
     when ``current`` is None) that were measured before it. None with fewer than ``min_runs``."""
-    pool: list[BaselinePoint] = []
+    pool: list[BaselinePoint]
     if current is None:
         pool = [r if isinstance(r, BaselinePoint) else baseline_point(r) for r in runs]
     else:
@@ -485,37 +514,62 @@ def build_baseline(
         key, workload, at = _setup_key(current), _workload(current), current.measured_at
         # A point of the very same traffic (the usual case: a cell repeats one workload) passes
         # _same_traffic; one tuple comparison in C says so first. Only while the current workload
-        # has no NaN, which _same_traffic never matches but a tuple compares equal to itself.
-        exact = not any(v is not None and math.isnan(v) for v in workload)
+        # has no NaN (x != x), which _same_traffic never matches but a tuple compares equal to itself.
+        w0, w1, w2, w3 = workload
+        exact = not (w0 != w0 or w1 != w1 or w2 != w2 or w3 != w3)  # noqa: PLR0124
+        # _same_traffic once per distinct workload among the points (a cell repeats a few).
+        same: dict[_Workload, bool] = {}
+        pool = []
         for r in runs:
             if r is current:
                 continue
-            p = r if isinstance(r, BaselinePoint) else baseline_point(r)
-            if (
-                p.setup_key == key
-                and ((exact and p.workload == workload) or _same_traffic(workload, p.workload, BASELINE_TOLERANCE))
-                and (at is None or p.measured_at is None or p.measured_at < at)
-            ):
+            p = r if r.__class__ is BaselinePoint else _point_of(r)
+            if p.setup_key != key:
+                continue
+            w = p.workload
+            if not (exact and w == workload):
+                if w not in same:
+                    same[w] = _same_traffic(workload, w, BASELINE_TOLERANCE)
+                if not same[w]:
+                    continue
+            if at is None or p.measured_at is None or p.measured_at < at:
                 pool.append(p)
+    if len(pool) < min_runs:
+        return None  # chosen below is at most the pool
     # Most recent first; runs without a timestamp keep their given order, after dated ones.
-    dated = sorted((p for p in pool if p.measured_at is not None), key=_measured_at, reverse=True)
     undated = [p for p in pool if p.measured_at is None]
-    chosen = (dated + undated)[:max_runs]
+    if undated:
+        dated = sorted([p for p in pool if p.measured_at is not None], key=_AT, reverse=True)
+        chosen = (dated + undated)[:max_runs]
+    else:
+        chosen = sorted(pool, key=_AT, reverse=True)[:max_runs]
     if len(chosen) < min_runs:
         return None
-    # One pass over the chosen points fills every metric's column, in the chosen order.
-    columns: dict[str, list[float]] = {path: [] for path in BASELINE_METRICS}
-    for p in chosen:
-        for path, value in p.values.items():
-            column = columns.get(path)
-            if column is not None:
-                column.append(value)
+    # Every metric's column in the chosen order, by one zip over the points' rows.
     metrics: dict[str, MetricBaseline] = {}
-    for path, higher in BASELINE_METRICS.items():
-        values = columns[path]
-        if len(values) >= min_runs:
-            med, spread = _robust(values)
-            metrics[path] = MetricBaseline(med, spread, len(values), higher)
+    columns = zip(*[p.row for p in chosen], strict=True) if chosen else [()] * len(BASELINE_METRICS)
+    full = len(chosen)
+    for (path, higher), column in zip(BASELINE_METRICS.items(), columns, strict=True):
+        # Most columns are full (every point has the metric) or empty: filter only the others.
+        if None in column:
+            if column.count(None) > full - min_runs:
+                continue  # fewer than min_runs values
+            values: Sequence[float] = [v for v in column if v is not None]
+            n = len(values)
+        else:
+            values, n = column, full
+        if n >= min_runs:
+            # Median and 1.4826 × MAD (a σ estimate that a single outlier run cannot inflate):
+            # statistics.median twice, the same arithmetic, spelled inline (once per metric per
+            # submission); abs mapped in C rather than called per value.
+            if n == 0:  # min_runs 0 and no value: as statistics.median says
+                raise statistics.StatisticsError("no median for empty data")
+            data = sorted(values)
+            i = n // 2
+            med = data[i] if n % 2 == 1 else (data[i - 1] + data[i]) / 2
+            deviations = sorted(map(abs, [v - med for v in data]))
+            mad = deviations[i] if n % 2 == 1 else (deviations[i - 1] + deviations[i]) / 2
+            metrics[path] = MetricBaseline(med, 1.4826 * mad, n, higher)
     return Baseline(len(chosen), metrics)
 
 
@@ -618,38 +672,9 @@ def build_context(
             )
         )
 
-    tensor_parallel = setup.tensor_parallel or 1
-    if setup.tensor_parallel is None and (setup.gpu_count or 1) > 1 and hardware and model and quant:
-        tensor_parallel = _inferred_tp(setup, hardware, model, quant, engine, missing, notes)
-    roofline: Roofline | None = None
-    if hardware is not None and model is not None and quant is not None:
-        try:
-            roofline = analyse(
-                hardware,
-                model,
-                quant,
-                prompt_tokens=round(measured.prompt_tokens) if measured.prompt_tokens else None,
-                output_tokens=round(measured.output_tokens) if measured.output_tokens else None,
-                kv_depth_tokens=round(run.workload.kv_depth_tokens or 0),
-                concurrency=_concurrency_for_physics(measured, engine),
-                tensor_parallel=tensor_parallel,
-                kv_cache_dtype=_kv_dtype(catalog, engine.kv_cache_dtype.value),
-                gpu_memory_utilization=_memory_fraction(engine, kv_pool_runtime(setup.runtime, engine)),
-                runtime=kv_pool_runtime(setup.runtime, engine),
-            )
-        except ValueError as exc:
-            missing.append(
-                MissingField(
-                    "setup",
-                    f"the physics cannot use this setup: {exc}",
-                    "every ceiling",
-                    "check the inline specs",
-                )
-            )
-
-    expectations: Expectations | None = None
-    if roofline is not None and hardware is not None:
-        expectations = _expect(expectations_fn, roofline, setup.runtime, hardware, model, quant)
+    roofline, expectations = _physics(
+        catalog, expectations_fn, setup, hardware, model, quant, engine, measured, run.workload, missing, notes
+    )
 
     baseline = build_baseline(baseline_runs, current=run)
     if measured.concurrency_source and measured.concurrency_source.startswith("Little's law"):
@@ -676,8 +701,117 @@ def build_context(
     )
     # ttft_breakdown reads the context it completes; set it in place rather than copying the whole
     # frozen context with dataclasses.replace (the context is not yet shared with anyone).
+    holders = (roofline, hardware, model, quant, engine, catalog, expectations_fn, expectations)
+    object.__setattr__(ctx, "setup_id", ((*map(id, holders), setup.runtime, setup.runtime_version), holders))
     object.__setattr__(ctx, "ttft", ttft_breakdown(ctx))
     return ctx
+
+
+#: :func:`_physics`'s answers by the identity of its objects and the workload values it reads.
+_PHYSICS: dict[tuple[Any, ...], tuple[tuple[object, ...], tuple[Any, ...]]] = {}
+
+
+def _physics(
+    catalog: Catalog,
+    expectations_fn: ExpectationsFn | None,
+    setup: Setup,
+    hardware: HardwareSpec | None,
+    model: ModelSpec | None,
+    quant: QuantSpec | None,
+    engine: EngineConfig,
+    measured: Measured,
+    workload: Workload,
+    missing: list[MissingField],
+    notes: list[str],
+) -> tuple[Roofline | None, Expectations | None]:
+    """The run's roofline and expectations, with what the physics adds to ``missing`` and
+    ``notes`` (an inferred TP, a setup it cannot use), remembered per setup and workload shape.
+
+    Keyed by the identity of the specs, the engine config (itself one object per setup, see
+    :func:`advisor.rules.knobs.engine_config`), the catalog and the expectation function, and by
+    the values the physics is derived from: runtime, TP and GPU count as stated, the prompt,
+    output and KV-depth tokens and the concurrency as measured (the physics rounds them, and caps
+    the concurrency at the engine's ``max_num_seqs``). Each entry holds the objects whose ids it
+    uses. The roofline and expectations are frozen, so runs share them; the notes and missing
+    fields are appended afresh to each run's lists.
+    """
+    holders = (catalog, expectations_fn, hardware, model, quant, engine)
+    key = (
+        *map(id, holders), setup.runtime, setup.tensor_parallel, setup.gpu_count, measured.prompt_tokens,
+        measured.output_tokens, workload.kv_depth_tokens, measured.concurrency,
+    )  # fmt: skip
+    found = _PHYSICS.get(key)
+    if found is None:
+        prompt = round(measured.prompt_tokens) if measured.prompt_tokens else None
+        output = round(measured.output_tokens) if measured.output_tokens else None
+        depth = round(workload.kv_depth_tokens or 0)
+        concurrency = _concurrency_for_physics(measured, engine)
+        new_missing: list[MissingField] = []
+        new_notes: list[str] = []
+        roofline, expectations = _physics_afresh(
+            catalog, expectations_fn, setup, hardware, model, quant, engine, prompt, output, depth, concurrency,
+            new_missing, new_notes,
+        )  # fmt: skip
+        if len(_PHYSICS) >= PER_SETUP_CACHE_SIZE:
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del _PHYSICS[next(iter(_PHYSICS))]
+        found = (holders, (roofline, expectations, tuple(new_missing), tuple(new_notes)))
+        _PHYSICS[key] = found
+    roofline, expectations, add_missing, add_notes = found[1]
+    missing.extend(add_missing)
+    notes.extend(add_notes)
+    return roofline, expectations
+
+
+def _physics_afresh(
+    catalog: Catalog,
+    expectations_fn: ExpectationsFn | None,
+    setup: Setup,
+    hardware: HardwareSpec | None,
+    model: ModelSpec | None,
+    quant: QuantSpec | None,
+    engine: EngineConfig,
+    prompt: int | None,
+    output: int | None,
+    depth: int,
+    concurrency: int,
+    missing: list[MissingField],
+    notes: list[str],
+) -> tuple[Roofline | None, Expectations | None]:
+    """:func:`_physics` computed."""
+    tensor_parallel = setup.tensor_parallel or 1
+    if setup.tensor_parallel is None and (setup.gpu_count or 1) > 1 and hardware and model and quant:
+        tensor_parallel = _inferred_tp(setup, hardware, model, quant, engine, missing, notes)
+    roofline: Roofline | None = None
+    if hardware is not None and model is not None and quant is not None:
+        try:
+            roofline = analyse(
+                hardware,
+                model,
+                quant,
+                prompt_tokens=prompt,
+                output_tokens=output,
+                kv_depth_tokens=depth,
+                concurrency=concurrency,
+                tensor_parallel=tensor_parallel,
+                kv_cache_dtype=_kv_dtype(catalog, engine.kv_cache_dtype.value),
+                gpu_memory_utilization=_memory_fraction(engine, kv_pool_runtime(setup.runtime, engine)),
+                runtime=kv_pool_runtime(setup.runtime, engine),
+            )
+        except ValueError as exc:
+            missing.append(
+                MissingField(
+                    "setup",
+                    f"the physics cannot use this setup: {exc}",
+                    "every ceiling",
+                    "check the inline specs",
+                )
+            )
+
+    expectations: Expectations | None = None
+    if roofline is not None and hardware is not None:
+        expectations = _expect(expectations_fn, roofline, setup.runtime, hardware, model, quant)
+    return roofline, expectations
 
 
 def _inferred_tp(
@@ -845,13 +979,69 @@ def expectations_of(
     return exp
 
 
+#: What rules remember per setup (:func:`per_setup`): their answers by (rule, what, setup).
+PER_SETUP_CACHE_SIZE = 8192
+_PER_SETUP: dict[tuple[Any, ...], tuple[tuple[object, ...], Any]] = {}
+_T = TypeVar("_T")
+
+
+def per_setup(ctx: RunContext, owner: object, what: Hashable, compute: Callable[[RunContext], _T]) -> _T:
+    """``compute(ctx)``, remembered per setup: the one place the analysis caches what a rule
+    derives from the setup alone (issue #19: "cache per setup what is per setup").
+
+    The key is ``owner`` (the rule, so its own configuration), ``what``, and the context's
+    :attr:`RunContext.setup_id`: the identity of its roofline, hardware, model, quantization,
+    engine config, catalog, expectation function and expectations, plus the runtime and its
+    version. Identity, not equality, as in :func:`expectations_of`: the rooflines, engine configs
+    and expectations come from their own per-setup caches and the specs from the catalog's, so the
+    runs of one setup and workload shape bring the same objects; an entry holds them, so no other
+    object takes their ids while it lives. The roofline carries the workload as the physics sees
+    it (prompt and output tokens, KV depth, concurrency, TP, KV dtype, memory fraction).
+
+    ``compute`` may read only those: never the run's metrics, its baseline, SLO, labels or source
+    (tests/unit/rules/test_per_setup.py compares every rule's findings with and without the memo on
+    random runs). A context without ``setup_id`` (built by hand, or copied) computes afresh.
+    Bounded (:data:`PER_SETUP_CACHE_SIZE`), oldest first out.
+    """
+    setup = ctx.setup_id
+    if setup is None:
+        return compute(ctx)
+    key = (id(owner), what, setup[0])
+    try:
+        return _PER_SETUP[key][1]  # type: ignore[no-any-return]  # a hit, nearly always
+    except KeyError:
+        pass
+    value = compute(ctx)
+    if len(_PER_SETUP) >= PER_SETUP_CACHE_SIZE:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del _PER_SETUP[next(iter(_PER_SETUP))]
+    _PER_SETUP[key] = ((owner, *setup[1]), value)
+    return value
+
+
+_MISSING = object()
+
+
+def per_run(ctx: RunContext, what: Hashable, compute: Callable[[RunContext], _T]) -> _T:
+    """``compute(ctx)`` once per context: for what several rules ask of the same run (whether
+    prefill advice applies, the budget plan). The context is frozen, so the answer cannot change;
+    the memo lives and dies with the context."""
+    memo = ctx.run_memo
+    found = memo.get(what, _MISSING)
+    if found is _MISSING:
+        found = memo[what] = compute(ctx)
+    return found  # type: ignore[no-any-return]
+
+
 def clear_caches() -> None:
-    """Forget what the analysis remembers per setup (engine configs, expectations, rooflines):
-    tests compare cold and warm analyses."""
+    """Forget what the analysis remembers per setup (engine configs, expectations, rooflines,
+    the rules' per-setup answers): tests compare cold and warm analyses."""
     from advisor.physics.roofline import clear_cache as clear_rooflines
     from advisor.rules.whatif import clear_cache as clear_what_ifs  # whatif imports this module
 
     _EXPECTATIONS.clear()
+    _PER_SETUP.clear()
+    _PHYSICS.clear()
     clear_engine_configs()
     clear_rooflines()
     clear_what_ifs()
@@ -921,6 +1111,7 @@ class TtftPart:
         }
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class TtftBreakdown:
     """Where a run's typical TTFT goes: ``queueing + prefill + cache + remainder = total_ms``.
@@ -977,6 +1168,11 @@ def _prefill_rate(ctx: RunContext) -> tuple[float, str, float] | None:
     expectation, or the physics ceiling at :data:`ASSUMED_PREFILL_MFU`."""
     if ctx.measured.prefill_tok_s:
         return ctx.measured.prefill_tok_s, "metrics.prefill_tok_s", 0.8
+    return per_setup(ctx, _prefill_rate, "prefill_rate", _setup_prefill_rate)
+
+
+def _setup_prefill_rate(ctx: RunContext) -> tuple[float, str, float] | None:
+    """:func:`_prefill_rate` without a measured rate: the setup's alone (:func:`per_setup`)."""
     band = getattr(ctx.expectations, "prefill_tok_s", None) if ctx.expectations is not None else None
     expected = getattr(band, "expected", None) if band is not None else None
     if isinstance(expected, _NUMBER) and expected > 0:

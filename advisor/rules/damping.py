@@ -7,7 +7,10 @@ The limits live in the ``[common]`` section of ``rules/thresholds.toml``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar, Token
+from types import MappingProxyType
+from typing import Any
 
 from advisor.rules.base import Gain, Rule
 from advisor.rules.config import RuleConfig, ThresholdSpec
@@ -15,8 +18,10 @@ from advisor.rules.context import RunContext
 from advisor.rules.severity import Severity
 
 __all__ = [
+    "BARE",
     "COMMON_SPECS",
     "CONTEXT_SEVERITY_CAP",
+    "FLOOR",
     "SLO_METRICS",
     "dropping_below",
     "floor",
@@ -34,7 +39,8 @@ CONTEXT_SEVERITY_CAP = Severity.MODERATE
 
 #: The severity below which the engine drops findings while it evaluates the rules (``advise``'s
 #: ``min_severity``). Outside :func:`dropping_below` it is ``none``: every finding is built in full.
-_FLOOR: ContextVar[Severity] = ContextVar("advisor_rules_floor", default=Severity.NONE)
+#: Read it through :func:`floor`; :func:`advisor.rules.helpers.dropped` reads it directly (hot).
+FLOOR: ContextVar[Severity] = ContextVar("advisor_rules_floor", default=Severity.NONE)
 
 COMMON_SPECS: tuple[ThresholdSpec, ...] = (
     ThresholdSpec(
@@ -85,15 +91,24 @@ def ranked_severity(rule: Rule, severity: Severity, gain: Gain | None) -> Severi
     rule that asks for missing context."""
     # damp() spelled out: the engine asks this of every finding, and a rule of each it may drop.
     if gain is not None and rule.damp_by_gain:
-        severity = min(severity, rule.common.t("gain_relative").severity_of(abs(gain.relative)))  # gain_cap()
+        relative = gain.relative
+        cap = rule.common.t("gain_relative").severity_of(relative if relative >= 0 else -relative)  # gain_cap()
+        if cap < severity:  # noqa: PLR1730  (min() without a call: the engine asks per finding)
+            severity = cap
     if rule.asks_for_context and severity > CONTEXT_SEVERITY_CAP:
         return CONTEXT_SEVERITY_CAP
     return severity
 
 
+#: The ``details`` of a bare finding (:func:`advisor.rules.helpers.dropped`): its ``severity`` is
+#: already the ranked one, below the floor, so the engine lists it as suppressed without ranking
+#: it again (ranking is idempotent: the same damping twice gives the same severity).
+BARE: Mapping[str, Any] = MappingProxyType({})
+
+
 def floor() -> Severity:
     """The severity below which the current evaluation drops findings (``none`` outside ``advise``)."""
-    return _FLOOR.get()
+    return FLOOR.get()
 
 
 def dropping_below(min_severity: Severity) -> Token[Severity]:
@@ -101,12 +116,12 @@ def dropping_below(min_severity: Severity) -> Token[Severity]:
     a rule may skip building their texts (:func:`advisor.rules.helpers.dropped`). Hand the token
     back to :func:`stop_dropping` when done (a ``try``/``finally``: cheaper than a context manager,
     which the engine would enter on every run)."""
-    return _FLOOR.set(min_severity)
+    return FLOOR.set(min_severity)
 
 
 def stop_dropping(token: Token[Severity]) -> None:
     """The floor as it was before :func:`dropping_below` gave ``token``."""
-    _FLOOR.reset(token)
+    FLOOR.reset(token)
 
 
 def sample_cap(common: RuleConfig, n: int | None) -> Severity:
@@ -119,7 +134,11 @@ def sample_cap(common: RuleConfig, n: int | None) -> Severity:
     if n is None:
         return Severity.MODERATE
     thin = common.t("tail_samples").severity_of(float(n))
-    return Severity(Severity.CRITICAL - thin)
+    return _BY_VALUE[Severity.CRITICAL - thin]  # Severity(...) by table: Enum's call is slow
+
+
+#: Every severity by its value (``_BY_VALUE[2] is Severity.MODERATE``).
+_BY_VALUE: tuple[Severity, ...] = tuple(sorted(Severity))
 
 
 def slo_ratio(ctx: RunContext, objective: str) -> float | None:

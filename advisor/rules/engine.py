@@ -9,15 +9,23 @@ size of its own expected gain, so a healthy run shows nothing above ``low``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from advisor.rules.base import ACTIONS, FIX_KEYS, Evidence, Finding, Gain, Rule, Status, fast_frozen_init
 from advisor.rules.context import MissingField, RunContext
-from advisor.rules.damping import CONTEXT_SEVERITY_CAP, SLO_METRICS, dropping_below, ranked_severity, stop_dropping
+from advisor.rules.damping import (
+    BARE,
+    CONTEXT_SEVERITY_CAP,
+    SLO_METRICS,
+    dropping_below,
+    ranked_severity,
+    stop_dropping,
+)
 from advisor.rules.registry import docs_url, get_rules
 from advisor.rules.severity import Severity
 
@@ -108,6 +116,7 @@ class Suppressed:
         return {"rule_id": self.rule_id, "severity": self.severity.label, "reason": self.reason}
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class SloCheck:
     """One objective of the deployment against the run. ``met`` is None when not measured."""
@@ -128,6 +137,7 @@ class SloCheck:
         }
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class VerdictReason:
     """Why the verdict is what it is: a breached objective (``kind="slo"``: ``name`` is the
@@ -144,6 +154,7 @@ class VerdictReason:
         return {"kind": self.kind, "name": self.name, "limit": self.limit, "found": self.found, "text": self.text}
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Advice:
     """What :func:`advise` returns; :meth:`to_dict` is the API's ``{verdict, recommendations,
@@ -194,6 +205,18 @@ def check_slos(ctx: RunContext) -> tuple[SloCheck, ...]:
 
 
 def _order_fix(fix: Mapping[str, str], runtime: str | None) -> tuple[dict[str, str], str | None]:
+    items, own = _ordered_fix(tuple(fix.items()), runtime)
+    return dict(items), own
+
+
+@functools.lru_cache(maxsize=4096)
+def _ordered_fix(
+    items: tuple[tuple[str, str], ...], runtime: str | None
+) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """The run's runtime first, then :data:`FIX_KEYS` in order, then any other key; and the text
+    for the run's runtime. Remembered by the fix's items (a rule's fix texts repeat across the runs
+    of a setup; strings hash once), a new dict per finding (:func:`_order_fix`)."""
+    fix = dict(items)
     ordered: dict[str, str] = {}
     if runtime and runtime in fix:
         ordered[runtime] = fix[runtime]
@@ -203,12 +226,40 @@ def _order_fix(fix: Mapping[str, str], runtime: str | None) -> tuple[dict[str, s
     for key, text in fix.items():  # keys outside the known runtimes keep their place at the end
         ordered.setdefault(key, text)
     own = fix.get(runtime) if runtime else None
-    return ordered, own if own is not None else fix.get("other")
+    return tuple(ordered.items()), own if own is not None else fix.get("other")
+
+
+class _RuleFacts(NamedTuple):
+    """What every recommendation of a rule class carries, whatever the run (:func:`_facts`)."""
+
+    actions: frozenset[str]
+    phase: str
+    docs: str
+    status: str
+
+
+def _facts(cls: type[Rule]) -> _RuleFacts:
+    """A rule class's declared actions (those in the vocabulary), phase, docs URL and status,
+    remembered per class (class attributes, fixed once the rule is registered)."""
+    found = _FACTS.get(cls)
+    if found is None:
+        declared = (cls.action, *(a for a in cls.actions if a != cls.action))
+        found = _RuleFacts(
+            frozenset(a for a in declared if a in ACTIONS), str(cls.phase), docs_url(cls.id), str(cls.rule_status)
+        )
+        if len(_FACTS) >= 1024:  # rule classes made on the fly (tests) cannot grow it without bound
+            _FACTS.clear()
+        _FACTS[cls] = found
+    return found
+
+
+_FACTS: dict[type[Rule], _RuleFacts] = {}
 
 
 def _recommend(rule: Rule, finding: Finding, severity: Severity, runtime: str | None) -> Recommendation:
     action = finding.action or rule.action
-    if action not in rule.all_actions or action not in ACTIONS:
+    facts = _facts(type(rule))
+    if action not in facts.actions:
         raise ValueError(f"{rule.id} returned action {action!r}, not one it declares ({', '.join(rule.all_actions)})")
     fix, own = _order_fix(finding.fix, runtime)
     confidence = max(0.0, min(1.0, finding.confidence))
@@ -216,7 +267,7 @@ def _recommend(rule: Rule, finding: Finding, severity: Severity, runtime: str | 
         rule_id=rule.id,
         name=rule.name,
         action=action,
-        phase=str(rule.phase),
+        phase=facts.phase,
         severity=severity,
         score=score(severity, finding.expected_gain, confidence),
         title=finding.title,
@@ -226,8 +277,8 @@ def _recommend(rule: Rule, finding: Finding, severity: Severity, runtime: str | 
         runtime=runtime,
         expected_gain=finding.expected_gain,
         confidence=confidence,
-        docs=docs_url(rule.id),
-        rule_status=str(rule.rule_status),
+        docs=facts.docs,
+        rule_status=facts.status,
         details=finding.details,
         asks_for_context=rule.asks_for_context,
     )
@@ -267,6 +318,9 @@ def advise(
                 suppressed.append(Suppressed(rule.id, Severity.NONE, f"error: {type(exc).__name__}: {exc}"))
                 continue
             if finding is None:
+                continue
+            if finding.details is BARE:  # dropped by the rule, already ranked below the floor
+                suppressed.append(Suppressed(rule.id, finding.severity, "below-threshold"))
                 continue
             severity = ranked_severity(rule, finding.severity, finding.expected_gain)
             if severity < min_severity:

@@ -15,8 +15,8 @@ from advisor.physics.roofline import prefill_attention_flops, prefill_matmul_flo
 from advisor.rules import runtimes
 from advisor.rules.base import EvidenceSource, Finding, Gain, Rule
 from advisor.rules.config import RuleConfig
-from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext
-from advisor.rules.damping import floor, ranked_severity, slo_cap
+from advisor.rules.context import ASSUMED_PREFILL_MFU, RunContext, per_run, per_setup
+from advisor.rules.damping import BARE, FLOOR, ranked_severity, slo_cap
 from advisor.rules.severity import Severity, Thresholds
 
 __all__ = [
@@ -101,7 +101,7 @@ def _fmt(value: float, unit: str) -> str:
 _fmt_remembered = functools.lru_cache(maxsize=4096, typed=True)(_fmt)
 
 
-#: The fix and details of a bare finding (never read: the engine drops it).
+#: The fix of a bare finding (never read: the engine drops it).
 _NO_FIX: Mapping[str, str] = MappingProxyType({})
 
 
@@ -113,9 +113,11 @@ def dropped(rule: Rule, severity: Severity, gain: Gain | None = None) -> Finding
     A severity of ``none`` may be dropped before its gain is known (damping only lowers it), by a
     rule that returns a finding from there on whatever it computes. Outside the engine the floor is
     ``none``: every finding is built."""
-    if ranked_severity(rule, severity, gain) >= floor():
+    ranked = ranked_severity(rule, severity, gain)
+    if ranked >= FLOOR.get():  # floor(), without the call
         return None
-    return Finding(severity, "", (), _NO_FIX, gain, details=_NO_FIX)
+    # Carries the ranked severity, marked BARE, so that the engine does not rank it again.
+    return Finding(ranked, "", (), _NO_FIX, gain, details=BARE)
 
 
 def fmt_range(low: float, high: float, unit: str = "") -> str:
@@ -140,11 +142,17 @@ def matter_cap(
 
 def ttft_typical(ctx: RunContext) -> tuple[float, str] | None:
     """The TTFT a user typically sees: p50, else mean."""
+    breakdown = ctx.ttft
+    if breakdown is not None:  # the breakdown starts from the same p50-else-mean (a dozen rules ask)
+        return breakdown.total_ms, breakdown.basis
+    # The two keys spelled out.
     t = ctx.run.metrics.ttft_ms
-    for key in ("p50", "mean"):
-        value = getattr(t, key)
-        if value is not None and value > 0:
-            return float(value), f"ttft_ms.{key}"
+    value = t.p50
+    if value is not None and value > 0:
+        return float(value), "ttft_ms.p50"
+    value = t.mean
+    if value is not None and value > 0:
+        return float(value), "ttft_ms.mean"
     return None
 
 
@@ -176,12 +184,20 @@ def workload_advice_applies(ctx: RunContext) -> bool:
 def prefill_advice_applies(ctx: RunContext) -> bool:
     """Prompt, prefix and batched-token advice (PRE001-PRE003) applies: user traffic
     (:func:`workload_advice_applies`) whose TTFT is mostly prefill (:func:`prefill_dominates`),
-    not queue or hidden reasoning."""
+    not queue or hidden reasoning. Once per run (three rules ask)."""
+    return per_run(ctx, "prefill_advice_applies", _prefill_advice_applies)
+
+
+def _prefill_advice_applies(ctx: RunContext) -> bool:
     return workload_advice_applies(ctx) and prefill_dominates(ctx)
 
 
 def is_reasoning_model(ctx: RunContext) -> bool:
-    """A known reasoning model, by the catalog id or the name the run gave."""
+    """A known reasoning model, by the catalog id or the name the run gave. Once per run."""
+    return per_run(ctx, "is_reasoning_model", _is_reasoning_model)
+
+
+def _is_reasoning_model(ctx: RunContext) -> bool:
     names = [ctx.model.id if ctx.model is not None else None, getattr(ctx.model, "name", None)]
     given = ctx.run.setup.model
     names.append(given if isinstance(given, str) else None)
@@ -216,6 +232,11 @@ def prefill_rate(ctx: RunContext) -> tuple[float, EvidenceSource] | None:
     ceiling at :data:`ASSUMED_PREFILL_MFU`."""
     if ctx.measured.prefill_tok_s:
         return ctx.measured.prefill_tok_s, "run"
+    # Otherwise the expectations' or the physics': the setup's alone, once per setup.
+    return per_setup(ctx, prefill_rate, "prefill_rate", _setup_prefill_rate)
+
+
+def _setup_prefill_rate(ctx: RunContext) -> tuple[float, EvidenceSource] | None:
     exp = ctx.expectations
     band = getattr(exp, "prefill_tok_s", None) if exp is not None else None
     expected = getattr(band, "expected", None) if band is not None else None
@@ -278,8 +299,21 @@ def prefill_work_ratio(
         return 1.0
     if ctx.model is None:
         return max(new_tokens, 0.0) / old_tokens
-    old = _relative_prefill_seconds(ctx.model, old_tokens, old_depth)
-    return _relative_prefill_seconds(ctx.model, max(new_tokens, 0.0), new_depth) / old if old > 0 else 1.0
+    # Pure in the model and the four numbers, which repeat across a setup's runs: once per setup.
+    model = ctx.model
+    return per_setup(
+        ctx,
+        prefill_work_ratio,
+        ("prefill_work_ratio", new_tokens, new_depth, old_tokens, old_depth),
+        lambda _ctx: _prefill_work_ratio(model, new_tokens, new_depth, old_tokens, old_depth),
+    )
+
+
+def _prefill_work_ratio(
+    model: ModelSpec, new_tokens: float, new_depth: float, old_tokens: float, old_depth: float
+) -> float:
+    old = _relative_prefill_seconds(model, old_tokens, old_depth)
+    return _relative_prefill_seconds(model, max(new_tokens, 0.0), new_depth) / old if old > 0 else 1.0
 
 
 def _relative_prefill_seconds(model: ModelSpec, tokens: float, depth: float) -> float:
@@ -331,6 +365,10 @@ def compute_is_estimated(ctx: RunContext) -> bool:
     """Whether the device's compute figure is an estimate rather than a published rate: derived by
     the physics (``Roofline.prefill_tflops_estimated``) or marked ``estimated`` in the catalog's
     ``hardware_compute.csv`` (the DGX Spark's BF16 rate, halved down from a sparse FP4 figure)."""
+    return per_setup(ctx, compute_is_estimated, "estimated", _compute_is_estimated)
+
+
+def _compute_is_estimated(ctx: RunContext) -> bool:
     if ctx.roofline is not None and ctx.roofline.prefill_tflops_estimated:
         return True
     if ctx.hardware is None or ctx.catalog is None:

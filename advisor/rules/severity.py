@@ -28,7 +28,8 @@ class Severity(IntEnum):
     @property
     def label(self) -> str:
         """The public spelling (``"severe"``), as in the Recommendation JSON."""
-        return self.name.lower()
+        # By value from a table: Enum's ``name`` is a descriptor of Python calls, asked per finding.
+        return _LABELS[self]
 
     @classmethod
     def from_label(cls, label: str) -> Severity:
@@ -41,6 +42,8 @@ class Severity(IntEnum):
 
 
 _LEVELS = (Severity.LOW, Severity.MODERATE, Severity.SEVERE, Severity.CRITICAL)
+#: :attr:`Severity.label` by value.
+_LABELS = tuple(level.name.lower() for level in Severity)
 
 
 def damp(severity: Severity, *caps: Severity | None) -> Severity:
@@ -92,7 +95,7 @@ class Thresholds:
     def severity_of(self, value: float | None) -> Severity:
         """The level ``value`` reaches; ``None`` (not measured) is NONE."""
         # Every rule calls this several times on every run: the four comparisons unrolled.
-        if value is None or math.isnan(value):
+        if value is None or value != value:  # noqa: PLR0124  (NaN, without a call to math.isnan)
             return Severity.NONE
         if self.ascending:
             if not value >= self.low:

@@ -13,6 +13,7 @@ from typing import Any
 from advisor.canonical import SLO, CanonicalRun
 from advisor.catalog import Catalog
 from advisor.domain.runs.resolution import ResolvedRun
+from advisor.rules.base import fast_frozen_init
 from advisor.rules.context import BaselinePoint, ExpectationsFn, build_context
 from advisor.rules.engine import Recommendation as RankedFinding
 from advisor.rules.engine import advise
@@ -23,6 +24,7 @@ __all__ = ["RunAnalysis", "analyse_run", "answer_fields"]
 _TOP_LEVEL = ("verdict", "expectations", "verdict_reasons")
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunAnalysis:
     verdict: str

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from advisor.catalog.capabilities import QuantChoice, capability, weight_quant_choice
 from advisor.catalog.quant_gains import GainModel, decode_step_gain, gain_model, prefill_step_gain
@@ -8,7 +8,7 @@ from advisor.physics import Roofline
 from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec
-from advisor.rules.context import RunContext
+from advisor.rules.context import RunContext, per_setup
 from advisor.rules.helpers import decode_at_ceiling, dropped, fmt, matter_cap
 from advisor.rules.limits import DECODE_EFFICIENCY, DECODE_OBJECTIVES, DECODE_TOK_S, MAX_EFFICIENCY
 from advisor.rules.severity import damp
@@ -67,7 +67,39 @@ class NearCeilingWithWideWeights(Rule):
         at_ceiling = decode_at_ceiling(ctx, self.p("max_efficiency"))
         if at_ceiling is None or at_ceiling.bits <= self.p("min_bits"):
             return None
-        eff, bits, decode, cur = at_ceiling
+        eff, decode = at_ceiling.efficiency, at_ceiling.decode_tok_s
+        # What the setup alone decides (the target format, its expected speed-up, the fix and the
+        # evidence behind them), once per setup; None when no format helps this setup.
+        plan = per_setup(ctx, self, "plan", self._plan)
+        if plan is None:
+            return None
+        to = decode * plan.ratio
+        severity = damp(
+            self.t("efficiency").severity_of(eff),
+            matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
+        )
+        gain = Gain("decode_tok_s", decode, to)
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
+        return Finding(
+            severity=severity,
+            title=f"Decode reaches {eff:.0%} of the {plan.title_middle}{fmt(to, 'tok/s')}",
+            evidence=(
+                Evidence("decode_tok_s", decode, plan.ceiling_text, "physics"),
+                Evidence("decode_efficiency", eff, "the stack is already near the ceiling", "physics"),
+                *plan.evidence,
+            ),
+            fix=dict(plan.fix),
+            expected_gain=gain,
+            confidence=plan.confidence,
+        )
+
+    def _plan(self, ctx: RunContext) -> _Plan | None:
+        """The quantization DEC001 proposes for this setup (:func:`per_setup`: reads only the
+        setup, its roofline and expectations): None when there is none, or it is no faster."""
+        cur, bits = ctx.roofline, ctx.bits_per_weight
+        if cur is None or bits is None:
+            return None
         target_bits, key = self._target(ctx, bits)
         cap = capability(ctx.hardware.id if ctx.hardware is not None else None)
         choice: QuantChoice | None = None
@@ -114,14 +146,6 @@ class NearCeilingWithWideWeights(Rule):
         estimated = gains is not None and (
             gains.estimated or (gains.efficiency.basis == "learnt" and gains.efficiency.pairs < 3)
         )
-        to = decode * ratio
-        severity = damp(
-            self.t("efficiency").severity_of(eff),
-            matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
-        )
-        gain = Gain("decode_tok_s", decode, to)
-        if (bare := dropped(self, severity, gain)) is not None:
-            return bare
         fix = fixes.weight_quant(target_bits, cap.generation if cap is not None else None)
         method = (
             Evidence(
@@ -152,16 +176,15 @@ class NearCeilingWithWideWeights(Rule):
             else None
         )
         extra = tuple(e for e in (method, gain_row, prefill_row) if e is not None)
-        return Finding(
-            severity=severity,
-            title=(
-                f"Decode reaches {eff:.0%} of the {fmt(cur.decode_ceiling_batch_tok_s, 'tok/s')} "
-                "bandwidth ceiling with "
-                f"{fmt(bits)}-bit weights; {target.name} would give about {fmt(to, 'tok/s')}"
+        return _Plan(
+            ratio=ratio,
+            title_middle=(
+                f"{fmt(cur.decode_ceiling_batch_tok_s, 'tok/s')} bandwidth ceiling with {fmt(bits)}-bit weights; "
+                f"{target.name} would give about "
             ),
+            ceiling_text=f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)",
+            # Frozen evidence rows are shared by the findings of the setup; the fix is copied per finding.
             evidence=(
-                Evidence("decode_tok_s", decode, f"<= {fmt(cur.decode_ceiling_batch_tok_s)} (ceiling)", "physics"),
-                Evidence("decode_efficiency", eff, "the stack is already near the ceiling", "physics"),
                 Evidence("bits_per_weight", bits, f"{fmt(target.bits_per_weight)} with {target.name}", "physics"),
                 Evidence(
                     "weight_gb_read_per_token",
@@ -171,8 +194,7 @@ class NearCeilingWithWideWeights(Rule):
                 ),
                 *extra,
             ),
-            fix=fix,
-            expected_gain=gain,
+            fix=tuple(fix.items()),
             confidence=round((0.75 if target_bits >= 7 else 0.55) - (0.1 if estimated else 0.0), 2),
         )
 
@@ -224,3 +246,15 @@ class NearCeilingWithWideWeights(Rule):
         if bits >= 12:
             return 8.0, "q8_0" if gguf else "fp8"
         return 4.0, "q4_k_m" if gguf else "awq"
+
+
+class _Plan(NamedTuple):
+    """What DEC001 proposes for a setup (:meth:`NearCeilingWithWideWeights._plan`)."""
+
+    ratio: float
+    #: The title between the run's efficiency and its expected decode, and the ceiling's evidence text.
+    title_middle: str
+    ceiling_text: str
+    evidence: tuple[Evidence, ...]
+    fix: tuple[tuple[str, str], ...]
+    confidence: float

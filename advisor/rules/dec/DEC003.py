@@ -1,16 +1,16 @@
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from advisor.catalog.capabilities import capability
-from advisor.physics import kv_bytes, weights_read_per_step
+from advisor.physics import Roofline, kv_bytes, weights_read_per_step
 from advisor.rules import fixes, whatif
 from advisor.rules.base import Evidence, Finding, Gain, Rule
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
-from advisor.rules.context import RunContext
+from advisor.rules.context import RunContext, per_setup
 from advisor.rules.helpers import annotate_fix, dropped, fmt, matter_cap
 from advisor.rules.limits import DECODE_OBJECTIVES, DECODE_TOK_S
-from advisor.rules.severity import damp
+from advisor.rules.severity import Severity, damp
 
 
 class LongContextKvReads(Rule):
@@ -50,9 +50,47 @@ class LongContextKvReads(Rule):
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
-        cur, model, quant = ctx.roofline, ctx.model, ctx.quant
         decode = ctx.measured.decode_tok_s
-        if cur is None or model is None or quant is None or decode is None or cur.decode_bound != "bandwidth":
+        if decode is None:
+            return None
+        # The KV share, the what-if and the fix follow from the setup alone: once per setup.
+        plan = per_setup(ctx, self, "plan", self._plan)
+        if plan is None:
+            return None
+        cur = plan.roofline
+        share = plan.share
+        severity = damp(
+            plan.share_severity,
+            matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
+        )
+        to = decode * plan.ratio
+        gain = Gain("decode_tok_s", decode, to)
+        if (bare := dropped(self, severity, gain)) is not None:
+            return bare
+        what = plan.what
+        return Finding(
+            severity=severity,
+            title=(
+                f"KV-cache reads are {share:.0%} of the bytes each decode step reads "
+                f"({fmt(cur.decode_context_tokens)} tokens of context × {cur.concurrency} streams); {what} gives "
+                f"about {fmt(to, 'tok/s')}"
+            ),
+            evidence=(
+                *plan.evidence,
+                Evidence("decode_tok_s", decode, f"≈ {fmt(to)} with {what}", "physics"),
+            ),
+            fix=dict(plan.fix),
+            expected_gain=gain,
+            confidence=plan.confidence,
+            action=plan.action,
+        )
+
+    def _plan(self, ctx: RunContext) -> _Plan | None:
+        """The KV share of a decode step, the what-if that shrinks it and its fix, for this setup
+        (:func:`per_setup`: reads only the setup, its roofline and expectations); None when the
+        rule cannot fire on this setup."""
+        cur, model, quant = ctx.roofline, ctx.model, ctx.quant
+        if cur is None or model is None or quant is None or cur.decode_bound != "bandwidth":
             return None
         per_seq = kv_bytes(model, cur.decode_context_tokens, cur.kv_cache_dtype)
         if not per_seq:
@@ -61,10 +99,6 @@ class LongContextKvReads(Rule):
         kv_read = batch * per_seq
         weights = weights_read_per_step(model, quant, batch)
         share = kv_read / (kv_read + weights)
-        severity = damp(
-            self.t("kv_share").severity_of(share),
-            matter_cap(ctx, self.common, DECODE_OBJECTIVES, self.t("decode_tok_s"), decode),
-        )
         sixteen = ctx.engine.kv_cache_16bit is not False
         dtype = "q8_0" if ctx.runtime in ("ollama", "llamacpp") else "fp8"
         keep = self.p("trim_fraction")
@@ -79,10 +113,6 @@ class LongContextKvReads(Rule):
         ratio = whatif.decode_ratio(ctx, new) if new is not None else None
         if ratio is None or ratio <= 1.0:
             return None
-        to = decode * ratio
-        gain = Gain("decode_tok_s", decode, to)
-        if (bare := dropped(self, severity, gain)) is not None:
-            return bare
         if sixteen:
             action, fix, what = (
                 "quantize-kv-cache",
@@ -97,13 +127,14 @@ class LongContextKvReads(Rule):
                     "and tool output."
                 )
             }
-        return Finding(
-            severity=severity,
-            title=(
-                f"KV-cache reads are {share:.0%} of the bytes each decode step reads "
-                f"({fmt(cur.decode_context_tokens)} tokens of context × {batch} streams); {what} gives "
-                f"about {fmt(to, 'tok/s')}"
-            ),
+        return _Plan(
+            roofline=cur,
+            share=share,
+            share_severity=self.t("kv_share").severity_of(share),
+            ratio=ratio,
+            what=what,
+            action=action,
+            # Frozen evidence rows are shared by the findings of the setup; the fix is copied per finding.
             evidence=(
                 Evidence("kv_share_of_step_bytes", share, f"< {self.t('kv_share').low:g}", "physics"),
                 Evidence("decode_context_tokens", cur.decode_context_tokens, "", "run"),
@@ -113,13 +144,24 @@ class LongContextKvReads(Rule):
                     f"{cur.kv_cache_dtype} KV cache",
                     "physics",
                 ),
-                Evidence("decode_tok_s", decode, f"≈ {fmt(to)} with {what}", "physics"),
             ),
-            fix=annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version),
-            expected_gain=gain,
+            fix=tuple(annotate_fix(fix, ctx.runtime, ctx.run.setup.runtime_version).items()),
             confidence=0.7 if sixteen else 0.5,
-            action=action,
         )
+
+
+class _Plan(NamedTuple):
+    """What DEC003 finds of a setup (:meth:`LongContextKvReads._plan`)."""
+
+    roofline: Roofline
+    share: float
+    share_severity: Severity
+    ratio: float
+    what: str
+    action: str
+    evidence: tuple[Evidence, ...]
+    fix: tuple[tuple[str, str], ...]
+    confidence: float
 
 
 def _generation(ctx: RunContext) -> str | None:

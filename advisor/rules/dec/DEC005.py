@@ -14,6 +14,7 @@ from advisor.rules.severity import damp
 
 #: Run labels that name a device the team plans to move to.
 PLAN_LABELS = ("planned_hardware", "candidate_hardware", "upgrade_to")
+_PLAN_LABEL_SET = frozenset(PLAN_LABELS)
 
 
 class ComputeUpgradeWontHelpDecode(Rule):
@@ -55,7 +56,10 @@ class ComputeUpgradeWontHelpDecode(Rule):
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
-        name = next((ctx.run.labels[k] for k in PLAN_LABELS if ctx.run.labels.get(k)), None)
+        labels = ctx.run.labels
+        if _PLAN_LABEL_SET.isdisjoint(labels):
+            return None  # most runs name no plan: one set operation says so
+        name = next((labels[k] for k in PLAN_LABELS if labels.get(k)), None)
         decode, cur, hw = ctx.measured.decode_tok_s, ctx.roofline, ctx.hardware
         if name is None or decode is None or cur is None or hw is None or ctx.catalog is None:
             return None

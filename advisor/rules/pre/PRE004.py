@@ -5,7 +5,7 @@ from typing import ClassVar
 
 from advisor.rules import fixes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
-from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, BudgetPlan, limits_of, plan_budget
+from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, BudgetPlan, budget_plan, limits_of
 from advisor.rules.config import ParamSpec, Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import slo_ratio
@@ -64,7 +64,7 @@ class BatchedTokensBudgetSmall(Rule):
     )
 
     def evaluate(self, ctx: RunContext) -> Finding | None:
-        plan = plan_budget(ctx, limits_of(self))
+        plan = budget_plan(ctx, self)
         ttft = ttft_typical(ctx)
         if plan is None or ttft is None:
             return None

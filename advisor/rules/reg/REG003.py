@@ -57,6 +57,7 @@ class RegressedAgainstBaseline(Rule):
             return None
         worst: tuple[Severity, float, str, float, MetricBaseline, float] | None = None
         regressed: list[tuple[str, float, MetricBaseline, float]] = []
+        floor, noise, grade = self.p("spread_floor"), self.t("noise"), self.t("relative")
         for metric, mb in base.metrics.items():
             found = ctx.metric(metric)
             if found is None or mb.median <= 0:
@@ -64,13 +65,14 @@ class RegressedAgainstBaseline(Rule):
             worse = (mb.median - found) if mb.higher_is_better else (found - mb.median)
             if worse <= 0:
                 continue
-            spread = max(mb.spread, self.p("spread_floor") * abs(mb.median))
+            spread = max(mb.spread, floor * abs(mb.median))
             z = worse / spread if spread > 0 else float("inf")
             relative = worse / mb.median
-            caps = [self.t("noise").severity_of(z)]
-            if metric.endswith("p99"):
-                caps.append(sample_cap(self.common, ctx.measured.n_requests))
-            severity = damp(self.t("relative").severity_of(relative), *caps)
+            severity = damp(
+                grade.severity_of(relative),
+                noise.severity_of(z),
+                sample_cap(self.common, ctx.measured.n_requests) if metric.endswith("p99") else None,
+            )
             if severity == Severity.NONE:
                 continue
             regressed.append((metric, found, mb, z))

@@ -4,7 +4,7 @@ from typing import ClassVar
 
 from advisor.rules import fixes
 from advisor.rules.base import Evidence, Finding, Gain, Rule
-from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, limits_of, plan_budget
+from advisor.rules.budget import BUDGET_RUNTIMES, BUDGET_SPECS, budget_plan
 from advisor.rules.config import Spec, ThresholdSpec
 from advisor.rules.context import RunContext
 from advisor.rules.damping import sample_cap
@@ -50,7 +50,7 @@ class PrefillInterference(Rule):
     def evaluate(self, ctx: RunContext) -> Finding | None:
         if ctx.runtime not in BUDGET_RUNTIMES or ctx.engine.chunked_prefill.value is False:
             return None
-        plan = plan_budget(ctx, limits_of(self))
+        plan = budget_plan(ctx, self)
         picked = self._tail(ctx)
         if plan is None or plan.direction != "lower" or picked is None:
             return None

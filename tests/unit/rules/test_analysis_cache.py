@@ -318,3 +318,27 @@ def test_the_engine_config_reads_nothing_its_cache_key_leaves_out(items: list[It
     assert run_fields <= {"setup", "labels"}
     assert setup_fields <= {"runtime", "runtime_version", "kv_cache_dtype", "max_model_len", "gpu_count", "engine_args"}
     assert label_keys <= {"disaggregated", "pd_disaggregation"}
+
+
+def test_fast_frozen_init_sets_fields_outside_init_as_the_dataclass_does() -> None:
+    made: list[type[Any]] = []
+    for fast in (False, True):
+
+        @dataclasses.dataclass(frozen=True, slots=True)
+        class Row:
+            name: str
+            memo: dict[str, int] = dataclasses.field(default_factory=dict, init=False, compare=False)
+            tag: str | None = dataclasses.field(default=None, init=False)
+            derived: int = dataclasses.field(init=False)
+
+            def __post_init__(self) -> None:
+                object.__setattr__(self, "derived", len(self.name))
+
+        made.append(fast_frozen_init(Row) if fast else Row)
+    plain, fast_row = made
+    a, b = plain("abc"), fast_row("abc")
+    assert dataclasses.astuple(a) == dataclasses.astuple(b) == ("abc", {}, None, 3)
+    assert fast_row("x").memo is not fast_row("x").memo  # a fresh dict per object
+    assert dataclasses.replace(b).memo == {} and dataclasses.replace(b) == b
+    with pytest.raises(TypeError):
+        fast_row("abc", {})  # not a parameter

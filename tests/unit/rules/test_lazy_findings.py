@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 import random
+from contextvars import ContextVar
 from typing import Any
 
 import pytest
@@ -58,6 +59,10 @@ def _text(advice: Advice) -> str:
     )
 
 
+#: The floor ``helpers.dropped`` reads, held at ``none`` whatever the engine sets (its own variable).
+_NEVER_DROPS: ContextVar[Severity] = ContextVar("never_drops", default=Severity.NONE)
+
+
 def test_bare_findings_give_the_same_advice_as_full_ones(
     contexts: list[RunContext], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,14 +79,14 @@ def test_bare_findings_give_the_same_advice_as_full_ones(
     lazy = [_text(advise(ctx)) for ctx in contexts]
     assert bare > len(contexts)  # the runs exercise the bare path (several a run)
     with monkeypatch.context() as m:
-        m.setattr(helpers, "floor", lambda: Severity.NONE)  # every finding built in full
+        m.setattr(helpers, "FLOOR", _NEVER_DROPS)  # every finding built in full
         full = [_text(advise(ctx)) for ctx in contexts]
     assert lazy == full
     # And at another floor: what min_severity drops, and only that, may come back bare.
     for ctx in contexts[:100]:
         lazy_moderate = _text(advise(ctx, min_severity=Severity.MODERATE))
         with monkeypatch.context() as m:
-            m.setattr(helpers, "floor", lambda: Severity.NONE)
+            m.setattr(helpers, "FLOOR", _NEVER_DROPS)
             assert _text(advise(ctx, min_severity=Severity.MODERATE)) == lazy_moderate
 
 
