@@ -110,10 +110,15 @@ def context_layer(data: dict[str, Any], origin: str) -> SubmissionContext:
         raise invalid_from_msgspec(exc, prefix=origin) from exc
 
 
+_NO_CONTEXT = SubmissionContext()
+
+
 def merge_contexts(*layers: SubmissionContext) -> SubmissionContext:
     """Later layers win field by field; dicts merge key by key."""
     merged: dict[str, Any] = {}
     for layer in layers:
+        if layer == _NO_CONTEXT:  # the usual layer (no query string, no X-Advisor-* header) adds nothing
+            continue
         for name, value in msgspec.structs.asdict(layer).items():
             if name in ("engine_args", "labels"):
                 merged[name] = {**merged.get(name, {}), **value}
