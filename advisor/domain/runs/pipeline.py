@@ -594,7 +594,7 @@ class RunPipeline:
                 verdict=analysis.verdict,
                 recommendations=[recommendation_out(rec, rec_id=i) for i, rec in zip(rec_ids, recs, strict=True)],
                 expectations=analysis.expectations,
-                **answer_fields(analysis.stored()),
+                **answer_fields(values["analysis"]),  # analysis.stored(), as the row keeps it
             )
             out[item.hash] = (j, result, values["deployment_id"])
         return out
