@@ -245,8 +245,12 @@ def validate_run(run: CanonicalRun) -> None:
 
     A run that :func:`_plain_run` passes is valid and returns at once; any other run goes through
     the checks below, which find and name the failing field."""
-    if _plain_run(run):
-        return
+    if not _plain_run(run):
+        _validate_run_named(run)
+
+
+def _validate_run_named(run: CanonicalRun) -> None:
+    """validate_run's checks, each naming its field (the path of a run the fast pass doubts)."""
     validate_setup(run)
     validate_workload(run.workload)
     metrics = run.metrics
@@ -491,8 +495,15 @@ def _validate_percentiles(p: Percentiles, field: str) -> None:
 _FLOAT_MAX = sys.float_info.max  # `0 <= v <= _FLOAT_MAX` refuses NaN, infinities and negatives
 _SETUP_INTS = tuple((name, 0 if name == "gpu_count" else 1, LIMITS[name]) for name in _SETUP_INT_FIELDS)
 _WORKLOAD_LIMITS = tuple((name, LIMITS[name]) for name in _WORKLOAD_NUMBERS)
-_METRIC_LIMITS = tuple((name, LIMITS.get(name, _FLOAT_MAX)) for name in _METRIC_NUMBERS)
 _SCALAR_TYPES = (int, float, bool, datetime)
+_NO_PERCENTILES = Percentiles()
+#: Metrics read as one tuple (msgspec.structs.astuple): each field's index and bound.
+_METRIC_INDEX = {name: i for i, name in enumerate(Metrics.__struct_fields__)}
+_PERCENTILE_INDEXES = tuple(_METRIC_INDEX[name] for name in _PERCENTILE_FIELDS)
+_METRIC_LIMITS = tuple((_METRIC_INDEX[name], LIMITS.get(name, _FLOAT_MAX)) for name in _METRIC_NUMBERS)
+#: Percentiles read as one tuple: the ordered statistics' indexes, then mean's and std's.
+_ORDER_INDEXES = tuple(Percentiles.__struct_fields__.index(name) for name in _PERCENTILE_ORDER)
+_MEAN_INDEX, _STD_INDEX = Percentiles.__struct_fields__.index("mean"), Percentiles.__struct_fields__.index("std")
 
 
 def _plain_text(value: str, limit: int) -> bool:
@@ -528,8 +539,7 @@ def _plain_value(value: Any, limit: int, depth: int) -> bool:
 
 
 def _plain_strings(struct: msgspec.Struct) -> bool:
-    for name in struct.__struct_fields__:
-        value = getattr(struct, name)
+    for name, value in zip(struct.__struct_fields__, msgspec.structs.astuple(struct), strict=True):
         if value is None or isinstance(value, _SCALAR_TYPES):
             continue
         if not _plain_value(value, _TEXT_LIMITS.get(name, MAX_TEXT), 0):
@@ -538,15 +548,18 @@ def _plain_strings(struct: msgspec.Struct) -> bool:
 
 
 def _plain_percentiles(p: Percentiles) -> bool:
+    if p == _NO_PERCENTILES:
+        return True
+    values = msgspec.structs.astuple(p)
     previous: float | None = None
-    for name in _PERCENTILE_ORDER:
-        value = getattr(p, name)
+    for index in _ORDER_INDEXES:
+        value = values[index]
         if value is None:
             continue
         if not 0 <= value <= YEAR_MS or (previous is not None and previous > value * (1 + 1e-6) + 1e-9):
             return False
         previous = value
-    mean, std = p.mean, p.std
+    mean, std = values[_MEAN_INDEX], values[_STD_INDEX]
     return (mean is None or 0 <= mean <= YEAR_MS) and (std is None or 0 <= std <= YEAR_MS)
 
 
@@ -578,12 +591,12 @@ def _plain_run(run: CanonicalRun) -> bool:
             return False
     if workload.dataset is not None and not _plain_text(workload.dataset, 500):
         return False
-    metrics = run.metrics
-    for name in _PERCENTILE_FIELDS:
-        if not _plain_percentiles(getattr(metrics, name)):
+    metrics = msgspec.structs.astuple(run.metrics)
+    for index in _PERCENTILE_INDEXES:
+        if not _plain_percentiles(metrics[index]):
             return False
-    for name, limit in _METRIC_LIMITS:
-        value = getattr(metrics, name)
+    for index, limit in _METRIC_LIMITS:
+        value = metrics[index]
         if value is not None and not 0 <= value <= limit:
             return False
     return _plain_strings(run.source)
