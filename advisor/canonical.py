@@ -532,9 +532,9 @@ def _plain_value(value: Any, limit: int, depth: int) -> bool:
     if kind is list:
         return depth < MAX_DEPTH and all(_plain_value(item, MAX_TEXT, depth + 1) for item in value)
     if kind is int:
-        return -_INT64_MAX <= value <= _INT64_MAX
+        return bool(-_INT64_MAX <= value <= _INT64_MAX)
     if kind is float:
-        return -_FLOAT_MAX <= value <= _FLOAT_MAX
+        return bool(-_FLOAT_MAX <= value <= _FLOAT_MAX)
     return value is None or kind is bool
 
 
