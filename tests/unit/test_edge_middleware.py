@@ -136,7 +136,7 @@ def test_the_sqlite_writer_lock_serves_one_event_loop_after_another() -> None:
     assert asyncio.run(contend()) == 3
 
 
-def test_new_request_ids_are_unique_32_hex_digits_and_new_after_a_fork() -> None:
+def test_new_request_ids_are_unique_random_32_hex_digits_and_new_after_a_fork() -> None:
     import os
     import re
 
@@ -158,4 +158,7 @@ def test_new_request_ids_are_unique_32_hex_digits_and_new_after_a_fork() -> None
     os.close(read)
     os.waitpid(pid, 0)
     parent = middleware._new_request_id()
-    assert len(child) == 32 and child[:16] != parent[:16]
+    assert len(child) == 32 and child != parent  # the child drew its own, not the parent's next one
+    drawn = [middleware._new_request_id() for _ in range(3 * middleware._ID_BATCH)]
+    assert len(set(drawn)) == len(drawn)  # across refills too
+    assert len({i[:8] for i in drawn}) > len(drawn) // 2  # random, no shared prefix or counter
