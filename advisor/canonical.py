@@ -9,6 +9,7 @@ These names are a public contract: extend them, never rename them.
 from __future__ import annotations
 
 import math
+import sys
 from datetime import datetime
 from typing import Any, Literal
 
@@ -240,7 +241,16 @@ def validate_run(run: CanonicalRun) -> None:
     order, ratios outside 0..1, values beyond the plausibility bounds (:data:`LIMITS`), strings
     no database stores (NUL, lone surrogates, longer than their column) and unknown runtimes, so
     that SQLite and Postgres refuse the same runs before any SQL runs. Raises
-    :class:`InvalidInput` naming the field."""
+    :class:`InvalidInput` naming the field.
+
+    A run that :func:`_plain_run` passes is valid and returns at once; any other run goes through
+    the checks below, which find and name the failing field."""
+    if not _plain_run(run):
+        _validate_run_named(run)
+
+
+def _validate_run_named(run: CanonicalRun) -> None:
+    """validate_run's checks, each naming its field (the path of a run the fast pass doubts)."""
     validate_setup(run)
     validate_workload(run.workload)
     metrics = run.metrics
@@ -279,7 +289,7 @@ def validate_setup_fields(setup: Setup, field: str = "setup") -> None:
             f"unknown runtime {setup.runtime!r}; expected one of {', '.join(RUNTIMES)}",
             field=f"{field}.runtime",
         )
-    for name in ("gpu_count", "tensor_parallel", "pipeline_parallel", "max_model_len"):
+    for name in _SETUP_INT_FIELDS:
         value = getattr(setup, name)
         least = 0 if name == "gpu_count" else 1  # gpu_count 0: a CPU-only run
         if value is not None and value < least:
@@ -300,6 +310,7 @@ def validate_workload(workload: Workload, field: str = "workload") -> None:
 
 
 # Field lists computed once: validation runs on every ingested run (bulk: thousands per request).
+_SETUP_INT_FIELDS = ("gpu_count", "tensor_parallel", "pipeline_parallel", "max_model_len")
 _WORKLOAD_NUMBERS = tuple(n for n in Workload.__struct_fields__ if n not in ("dataset", "streaming"))
 _PERCENTILE_FIELDS = tuple(n for n in Metrics.__struct_fields__ if n.endswith("_ms") and n != "load_ms")
 _METRIC_NUMBERS = tuple(n for n in Metrics.__struct_fields__ if n not in _PERCENTILE_FIELDS)
@@ -471,3 +482,121 @@ def _validate_percentiles(p: Percentiles, field: str) -> None:
         value = getattr(p, name)
         if value is not None:
             _check_number(value, f"{field}.{name}", YEAR_MS)
+
+
+# ------------------------------------------------------------ the fast pass of validate_run
+# validate_run runs for every submitted run (bulk: thousands per request) and nearly every run
+# passes. The checks above build each field's name (an f-string per value) before they know
+# whether it is needed; this pass asks the same questions without naming anything, and answers
+# True only when every check above would pass. Any doubt (a value of another type, an SLO, a
+# failure) answers False, and validate_run then runs the checks that name the field. Kept
+# equivalent by tests/unit/test_canonical_fast_validation.py.
+
+_FLOAT_MAX = sys.float_info.max  # `0 <= v <= _FLOAT_MAX` refuses NaN, infinities and negatives
+_SETUP_INTS = tuple((name, 0 if name == "gpu_count" else 1, LIMITS[name]) for name in _SETUP_INT_FIELDS)
+_WORKLOAD_LIMITS = tuple((name, LIMITS[name]) for name in _WORKLOAD_NUMBERS)
+_SCALAR_TYPES = (int, float, bool, datetime)
+_NO_PERCENTILES = Percentiles()
+#: Metrics read as one tuple (msgspec.structs.astuple): each field's index and bound.
+_METRIC_INDEX = {name: i for i, name in enumerate(Metrics.__struct_fields__)}
+_PERCENTILE_INDEXES = tuple(_METRIC_INDEX[name] for name in _PERCENTILE_FIELDS)
+_METRIC_LIMITS = tuple((_METRIC_INDEX[name], LIMITS.get(name, _FLOAT_MAX)) for name in _METRIC_NUMBERS)
+#: Percentiles read as one tuple: the ordered statistics' indexes, then mean's and std's.
+_ORDER_INDEXES = tuple(Percentiles.__struct_fields__.index(name) for name in _PERCENTILE_ORDER)
+_MEAN_INDEX, _STD_INDEX = Percentiles.__struct_fields__.index("mean"), Percentiles.__struct_fields__.index("std")
+
+
+def _plain_text(value: str, limit: int) -> bool:
+    if len(value) > limit or "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain_value(value: Any, limit: int, depth: int) -> bool:
+    kind = type(value)
+    if kind is str:
+        return _plain_text(value, limit)
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or not _plain_text(key, 200) or not _plain_value(item, MAX_TEXT, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return depth < MAX_DEPTH and all(_plain_value(item, MAX_TEXT, depth + 1) for item in value)
+    if kind is int:
+        return bool(-_INT64_MAX <= value <= _INT64_MAX)
+    if kind is float:
+        return bool(-_FLOAT_MAX <= value <= _FLOAT_MAX)
+    return value is None or kind is bool
+
+
+def _plain_strings(struct: msgspec.Struct) -> bool:
+    for name, value in zip(struct.__struct_fields__, msgspec.structs.astuple(struct), strict=True):
+        if value is None or isinstance(value, _SCALAR_TYPES):
+            continue
+        if not _plain_value(value, _TEXT_LIMITS.get(name, MAX_TEXT), 0):
+            return False
+    return True
+
+
+def _plain_percentiles(p: Percentiles) -> bool:
+    if p == _NO_PERCENTILES:
+        return True
+    values = msgspec.structs.astuple(p)
+    previous: float | None = None
+    for index in _ORDER_INDEXES:
+        value = values[index]
+        if value is None:
+            continue
+        if not 0 <= value <= YEAR_MS or (previous is not None and previous > value * (1 + 1e-6) + 1e-9):
+            return False
+        previous = value
+    mean, std = values[_MEAN_INDEX], values[_STD_INDEX]
+    return (mean is None or 0 <= mean <= YEAR_MS) and (std is None or 0 <= std <= YEAR_MS)
+
+
+def _plain_run(run: CanonicalRun) -> bool:
+    """True when :func:`validate_run` would accept ``run`` (see above); False when in doubt."""
+    if run.slo is not None:
+        return False
+    setup = run.setup
+    if setup.runtime is not None and setup.runtime not in RUNTIMES:
+        return False
+    for name, least, limit in _SETUP_INTS:
+        value = getattr(setup, name)
+        if value is not None and not least <= value <= limit:
+            return False
+    if not _plain_strings(setup):
+        return False
+    if run.deployment is not None and not _plain_text(run.deployment, 200):
+        return False
+    labels = run.labels
+    if len(labels) > MAX_LABELS:
+        return False
+    for key, text in labels.items():
+        if not _plain_text(key, 100) or not _plain_text(text, 500):
+            return False
+    workload = run.workload
+    for name, limit in _WORKLOAD_LIMITS:
+        value = getattr(workload, name)
+        if value is not None and not 0 <= value <= limit:
+            return False
+    if workload.dataset is not None and not _plain_text(workload.dataset, 500):
+        return False
+    metrics = msgspec.structs.astuple(run.metrics)
+    for index in _PERCENTILE_INDEXES:
+        if not _plain_percentiles(metrics[index]):
+            return False
+    for index, limit in _METRIC_LIMITS:
+        value = metrics[index]
+        if value is not None and not 0 <= value <= limit:
+            return False
+    return _plain_strings(run.source)

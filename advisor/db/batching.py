@@ -52,9 +52,14 @@ MAX_PENDING = 512
 class GroupCommitter(Generic[J, R]):
     """Queue items of one event loop and write them in batches of up to ``max_batch``."""
 
-    def __init__(self, write: BatchWriter[J, R], *, max_batch: int = 64) -> None:
+    def __init__(
+        self, write: BatchWriter[J, R], *, max_batch: int = 64, on_idle: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """``on_idle``: awaited each time the queue runs empty (the writer may hold a resource,
+        such as a database connection, from one batch to the next while submissions keep coming)."""
         self._write = write
         self._max_batch = max_batch
+        self._on_idle = on_idle
         self._pending: list[tuple[J, asyncio.Future[R]]] = []
         self._runner: asyncio.Task[None] | None = None
         self.batches = 0  # counters for tests and the benchmark
@@ -81,6 +86,8 @@ class GroupCommitter(Generic[J, R]):
                 await self._run(batch)
         finally:
             self._runner = None
+            if self._on_idle is not None:
+                await self._on_idle()
 
     async def _run(self, batch: list[tuple[J, asyncio.Future[R]]]) -> None:
         self.batches += 1

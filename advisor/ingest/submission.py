@@ -24,6 +24,7 @@ import msgspec
 from advisor.canonical import SLO, CanonicalRun
 from advisor.errors import InvalidInput, MalformedInput, invalid_from_msgspec
 from advisor.ingest.base import Input
+from advisor.ingest.formats.canonical import plain_canonical_run
 from advisor.ingest.registry import parse
 from advisor.ingest.side_files import SideReading, apply_side_files, side_file
 
@@ -110,10 +111,15 @@ def context_layer(data: dict[str, Any], origin: str) -> SubmissionContext:
         raise invalid_from_msgspec(exc, prefix=origin) from exc
 
 
+_NO_CONTEXT = SubmissionContext()
+
+
 def merge_contexts(*layers: SubmissionContext) -> SubmissionContext:
     """Later layers win field by field; dicts merge key by key."""
     merged: dict[str, Any] = {}
     for layer in layers:
+        if layer == _NO_CONTEXT:  # the usual layer (no query string, no X-Advisor-* header) adds nothing
+            continue
         for name, value in msgspec.structs.asdict(layer).items():
             if name in ("engine_args", "labels"):
                 merged[name] = {**merged.get(name, {}), **value}
@@ -153,7 +159,11 @@ def parse_submission(
         return _parse_wrapper_files(wrapper.files or [], body, content_type, context, slo, format_id)
 
     context = merge_contexts(*layers)
-    fmt, runs = parse(inp, format_id or "auto")
+    plain = plain_canonical_run(inp) if format_id in ("auto", "canonical", "") else None
+    if plain is not None:  # the usual POST /runs body: one canonical run, no detection needed
+        fmt, runs = "canonical", [plain]
+    else:
+        fmt, runs = parse(inp, format_id or "auto")
     slo = next((r.slo for r in runs if r.slo is not None), None) if fmt == "canonical" else None
     return ParsedSubmission(fmt, runs, body, content_type, file_name, context, slo or context.slo)
 

@@ -134,3 +134,31 @@ def test_the_sqlite_writer_lock_serves_one_event_loop_after_another() -> None:
     # Contention binds an asyncio.Lock to its loop; a second loop (a second test) must get its own.
     assert asyncio.run(contend()) == 3
     assert asyncio.run(contend()) == 3
+
+
+def test_new_request_ids_are_unique_random_32_hex_digits_and_new_after_a_fork() -> None:
+    import os
+    import re
+
+    from advisor.server import middleware
+
+    app = Litestar(route_handlers=[item], middleware=[EdgeMiddleware()])
+    with TestClient(app) as client:
+        ids = [client.get("/items/1").headers["x-request-id"] for _ in range(50)]
+    assert len(set(ids)) == 50
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a forked worker draws its own ids
+        os.close(read)
+        os.write(write, middleware._new_request_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    parent = middleware._new_request_id()
+    assert len(child) == 32 and child != parent  # the child drew its own, not the parent's next one
+    drawn = [middleware._new_request_id() for _ in range(3 * middleware._ID_BATCH)]
+    assert len(set(drawn)) == len(drawn)  # across refills too
+    assert len({i[:8] for i in drawn}) > len(drawn) // 2  # random, no shared prefix or counter

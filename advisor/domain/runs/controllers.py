@@ -4,6 +4,7 @@ injected :class:`~advisor.domain.runs.pipeline.RunPipeline`."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -11,7 +12,8 @@ import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
-from litestar.exceptions import HTTPException
+from litestar.exceptions import ClientException, HTTPException, InternalServerException
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, QueryParameter, RawBody
 from litestar.response.base import ASGIResponse
@@ -91,10 +93,77 @@ def _answer(results: list[RunResult], status: int) -> Response[Any]:
 def _stored(outcomes: list[Outcome]) -> JSONAnswer:
     """201 when this submission stored a run, 200 when every run was stored before."""
     created = any(o.created for o in outcomes)
-    results = [msgspec.structs.replace(o.result, stored_before=not o.created) for o in outcomes]
+    results = [
+        # The struct is copied only when its flag is wrong (a run found stored): most answers are new runs.
+        msgspec.structs.replace(o.result, stored_before=not o.created)
+        if o.result.stored_before == o.created
+        else o.result
+        for o in outcomes
+    ]
     return JSONAnswer(
         results[0] if len(results) == 1 else {"runs": results}, HTTP_201_CREATED if created else HTTP_200_OK
     )
+
+
+async def read_body(request: Request[Any, Any, Any], content_length: int | None) -> bytes:
+    """The request body under the route's ``request_max_body_size``, as ``Request.body()`` reads it
+    (the same refusals: :class:`RequestEntityTooLarge` for an announced or streamed body over the
+    limit, an error for a client gone mid-body), from the raw ASGI messages.
+
+    Written out because ``Request.body()`` builds a ``Headers`` object for the content length and
+    drives an async generator per request; the caller has scanned the raw headers already."""
+    limit = request.route_handler.resolve_request_max_body_size() or math.inf
+    if content_length is not None and content_length > limit:
+        raise RequestEntityTooLarge
+    receive = request.receive
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect":
+            raise InternalServerException("client disconnected prematurely")
+        if event["type"] != "http.request":
+            continue
+        chunk = event.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise RequestEntityTooLarge
+            chunks.append(chunk)
+        if not event.get("more_body", False):
+            break
+    request.is_connected = False  # as Request.stream leaves it: the body is consumed
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def answer_submission(request: Request[Any, Any, Any]) -> JSONAnswer:
+    """``POST /api/v1/runs``, answered from Litestar's ``before_request`` hook of the route.
+
+    Litestar calls the hook after routing, the guards (token roles) and every middleware (request
+    id, limits, throttle, timeouts), and sends whatever it returns as the response without running
+    the handler's parameter machinery: the kwargs model, the body extractor, the signature model
+    and its ``msgspec.convert`` of the query (docs/benchmarks.md, "Request path, session 7"). What
+    that machinery gave the handler (the raw body under the route's size limit, ``?format=``) is
+    read here from the raw request; the handler's signature still describes the operation for
+    OpenAPI, and the handler runs the same function if the hook is ever bypassed.
+    """
+    scope = request.scope
+    # ?format=: the last value, as Litestar's kwargs model gives a non-sequence query parameter.
+    format_id = request.query_params.getall("format", ["auto"])[-1] if scope.get("query_string") else "auto"
+    body = await read_body(request, _content_length(scope))
+    pipeline = submit_pipeline(request.app.state)
+    return _stored(await pipeline.submit(SubmissionRequest.of(request, body, format_id)))
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The announced ``content-length``, refused as ``Request.content_length`` refuses a bad one."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                raise ClientException(f"Invalid content-length: {value.decode('latin-1')!r}") from None
+    return None
 
 
 FormatParam = Annotated[
@@ -118,6 +187,7 @@ class RunController(Controller):
         description=_RUN_PARAMS_DOC,
         status_code=HTTP_201_CREATED,
         operation_class=SubmissionOperation,
+        before_request=answer_submission,  # answers the request; the signature below documents it
         responses={
             200: ResponseSpec(RunResult, description="A resubmission: the run stored earlier"),
             HTTP_201_CREATED: ResponseSpec(
@@ -128,6 +198,7 @@ class RunController(Controller):
     async def submit(
         self, request: Request[Any, Any, Any], body: RawBody, format_id: FormatParam = "auto"
     ) -> JSONAnswer:
+        # Answered by ``answer_submission`` (the route's before_request); this runs only without it.
         pipeline = submit_pipeline(request.app.state)
         return _stored(await pipeline.submit(SubmissionRequest.of(request, bytes(body), format_id)))
 

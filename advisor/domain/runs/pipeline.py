@@ -24,7 +24,7 @@ import gc
 import itertools
 import logging
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Protocol
 
 import msgspec
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from advisor.canonical import RUNTIMES, SLO, CanonicalRun, Metrics, Setup, Workload, validate_run, validate_slo
 from advisor.catalog import Catalog
@@ -107,22 +107,71 @@ async def submit(engine: AsyncEngine, submission: Submission) -> list[Outcome]:
 
 def _committer(engine: AsyncEngine) -> GroupCommitter[Submission, list[Outcome]]:
     def make() -> GroupCommitter[Submission, list[Outcome]]:
+        if engine.dialect.name != "sqlite":
+            return _HeldConnection(engine).committer()
         sessions = async_sessionmaker(engine, expire_on_commit=False)
 
         async def write(jobs: list[Submission]) -> list[list[Outcome] | Exception]:
             async with sessions() as session:
-                try:
-                    return await RunPipeline(session).write_batch(jobs)
-                except Exception as exc:
-                    if len(jobs) > 1 or not is_integrity_error(exc):
-                        raise
-            # A concurrent identical submission (another process) won the race: answer with its rows.
-            async with sessions() as session:
-                return [await RunPipeline(session).existing_outcomes(jobs[0])]
+                return await _write_or_answer_race(session, jobs, sessions)
 
         return GroupCommitter(write)
 
     return GroupCommitter.shared(engine.sync_engine, make)
+
+
+async def _write_or_answer_race(
+    session: AsyncSession, jobs: list[Submission], sessions: Callable[[], AsyncSession]
+) -> list[list[Outcome] | Exception]:
+    try:
+        return await RunPipeline(session).write_batch(jobs)
+    except Exception as exc:
+        if len(jobs) > 1 or not is_integrity_error(exc):
+            raise
+        await session.rollback()
+    # A concurrent identical submission (another process) won the race: answer with its rows.
+    async with sessions() as again:
+        return [await RunPipeline(again).existing_outcomes(jobs[0])]
+
+
+class _HeldConnection:
+    """Postgres: the group committer's batches share one pooled connection for as long as
+    submissions keep coming (it goes back to the pool when the queue runs empty), each batch in a
+    transaction of its own on it.
+
+    Why: a batch checked a connection out of the pool and returned it, and the pool's pre-ping
+    sent a ``SELECT 1`` round trip at every checkout, one statement in seven of a batch
+    (docs/benchmarks.md, "Request path, session 7"). A connection that fails a batch is dropped,
+    so the batch's retries, one submission at a time, check out a fresh (pinged) one."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.connection: AsyncConnection | None = None
+
+    def committer(self) -> GroupCommitter[Submission, list[Outcome]]:
+        return GroupCommitter(self.write, on_idle=self.release)
+
+    def _session(self) -> AsyncSession:
+        return AsyncSession(bind=self.connection, expire_on_commit=False)
+
+    async def write(self, jobs: list[Submission]) -> list[list[Outcome] | Exception]:
+        if self.connection is None:
+            self.connection = await self.engine.connect()
+        try:
+            async with self._session() as session:
+                return await _write_or_answer_race(session, jobs, self._session)
+        except Exception:
+            await self.release(invalidate=True)
+            raise
+
+    async def release(self, *, invalidate: bool = False) -> None:
+        connection, self.connection = self.connection, None
+        if connection is None:
+            return
+        if invalidate:
+            with contextlib.suppress(Exception):
+                await connection.invalidate()
+        await connection.close()
 
 
 # Background work of this process (bulk analysis, model refits): referenced until done, because
@@ -594,7 +643,7 @@ class RunPipeline:
                 verdict=analysis.verdict,
                 recommendations=[recommendation_out(rec, rec_id=i) for i, rec in zip(rec_ids, recs, strict=True)],
                 expectations=analysis.expectations,
-                **answer_fields(analysis.stored()),
+                **answer_fields(values["analysis"]),  # analysis.stored(), as the row keeps it
             )
             out[item.hash] = (j, result, values["deployment_id"])
         return out

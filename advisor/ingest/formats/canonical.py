@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.canonical import CanonicalRun, decode_run
-from advisor.errors import IngestError, InvalidInput
-from advisor.ingest.base import Input, ParserBase
+import msgspec
 
-__all__ = ["PARSERS", "CanonicalParser"]
+from advisor.canonical import CanonicalRun, decode_run, validate_run
+from advisor.errors import IngestError, InvalidInput
+from advisor.ingest.base import Input, ParserBase, is_warmup
+from advisor.ingest.side_files import not_a_benchmark
+
+__all__ = ["PARSERS", "CanonicalParser", "plain_canonical_run"]
 
 _FIELDS = frozenset(CanonicalRun.__struct_fields__)
 # A canonical run is recognised by holding one of these sections and nothing but canonical keys.
@@ -57,3 +60,28 @@ class CanonicalParser(ParserBase):
 
 
 PARSERS = [CanonicalParser()]
+
+
+def plain_canonical_run(inp: Input) -> CanonicalRun | None:
+    """The run of a body that is one valid canonical run object, as ``registry.parse(inp, "auto")``
+    (or ``"canonical"``) returns it; None for anything else (an array, a wrapper, another format, an
+    invalid or warm-up record), which then takes the general path and its errors.
+
+    The general path asks the side-file recognisers, sniffs the parsers in priority order (the
+    canonical parser first: priority 10, sorted before ``prometheus``), reads the records, filters
+    warm-ups and decodes; this asks the same questions of the one object directly, in the same
+    order, and decodes it as :func:`decode_run` does (``tests/unit/ingest/test_plain_canonical.py``
+    compares both over every fixture). It runs for every ``POST /runs`` of a canonical run.
+    """
+    doc = inp.json
+    if not _is_run(doc) or not_a_benchmark(inp) is not None or is_warmup(doc):
+        return None
+    try:
+        run = msgspec.convert(doc, CanonicalRun, strict=False)
+        validate_run(run)
+    except (msgspec.ValidationError, InvalidInput):
+        return None
+    run.source.format = run.source.format or CanonicalParser.format_id
+    if inp.file_name and not run.source.file_name:
+        run.source.file_name = inp.file_name
+    return run

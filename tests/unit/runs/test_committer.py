@@ -94,3 +94,22 @@ async def test_shared_gives_one_committer_per_key_and_loop() -> None:
     a = GroupCommitter.shared("db-a", lambda: GroupCommitter(write))
     assert GroupCommitter.shared("db-a", lambda: GroupCommitter(write)) is a
     assert GroupCommitter.shared("db-b", lambda: GroupCommitter(write)) is not a
+
+
+async def test_on_idle_runs_once_each_time_the_queue_runs_empty() -> None:
+    events: list[str] = []
+
+    async def write(items: list[int]) -> list[int | Exception]:
+        events.append(f"write {len(items)}")
+        await asyncio.sleep(0.01)
+        return items
+
+    async def idle() -> None:
+        events.append("idle")
+
+    committer: GroupCommitter[int, int] = GroupCommitter(write, max_batch=4, on_idle=idle)
+    assert await asyncio.gather(*(committer.submit(i) for i in range(10))) == list(range(10))
+    # Several batches back to back, then one idle call: not one per batch.
+    assert events.count("idle") == 1 and events[-1] == "idle" and len(events) > 2
+    assert await committer.submit(11) == 11  # a later submission: a new run of the queue, idle again
+    assert events[-2:] == ["write 1", "idle"]
