@@ -140,9 +140,8 @@ async def test_an_invalid_deployment_name_in_a_later_chunk_stores_nothing(engine
     await _nothing_stored(engine)
 
 
+@pytest.mark.postgres_only  # the COPY of a streamed load is Postgres's
 async def test_a_failed_copy_rolls_the_whole_load_back(engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    if engine.dialect.name != "postgresql":
-        pytest.skip("the COPY of a streamed load is Postgres's")
     calls: list[int] = []
     copy = pipeline_module.copy_run_rows
 

@@ -43,11 +43,10 @@ async def test_busy_batches_share_one_connection_and_give_it_back(settings: Sett
         assert engine.pool.checkedout() == 0  # nothing held once the queue is empty
 
 
+@pytest.mark.postgres_only  # the held connection is Postgres's
 async def test_a_failed_batch_drops_its_connection_and_the_retries_succeed(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not settings.db.url.startswith("postgresql"):
-        pytest.skip("the held connection is Postgres's")
     app = create_app(settings)
     async with _client(app) as client:
         engine = app.state.sqlalchemy_config.get_engine()
@@ -72,9 +71,8 @@ async def test_a_failed_batch_drops_its_connection_and_the_retries_succeed(
         assert engine.pool.checkedout() == 0
 
 
+@pytest.mark.postgres_only  # the held connection is Postgres's
 async def test_release_when_idle_and_reconnect(settings: Settings) -> None:
-    if not settings.db.url.startswith("postgresql"):
-        pytest.skip("the held connection is Postgres's")
     app = create_app(settings)
     async with app.lifespan():
         engine = app.state.sqlalchemy_config.get_engine()

@@ -121,9 +121,8 @@ async def test_driver_inserts_store_what_sqlalchemy_stores(engine: AsyncEngine, 
         assert new["status"] == "open"  # a scalar default the rows leave out
 
 
+@pytest.mark.postgres_only  # COPY is Postgres's
 async def test_copy_is_used_for_a_bulk_load_on_postgres(engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    if engine.dialect.name != "postgresql":
-        pytest.skip("COPY is Postgres's")
     rows, _ = _rows(store.COPY_MIN_ROWS, "copy")
     copied: list[int] = []
     real = store._copy_rows

@@ -17,14 +17,11 @@ from advisor.domain.runs import store
 from advisor.domain.runs.services import is_integrity_error
 from tests.unit.db.test_driver_rows import NOW, _on, _rows
 
-
-def _postgres_only(engine: AsyncEngine) -> None:
-    if engine.dialect.name != "postgresql":
-        pytest.skip("asyncpg's path is Postgres's")
+# asyncpg's path is Postgres's: the SQLite parameter is not collected (tests/conftest.py).
+pytestmark = pytest.mark.postgres_only
 
 
 async def test_a_batch_goes_by_asyncpg(engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    _postgres_only(engine)
     runs, recs = _rows(3, "asyncpg")
     used: list[str] = []
     real = store._pg_insert_returning
@@ -55,7 +52,6 @@ async def test_a_batch_goes_by_asyncpg(engine: AsyncEngine, monkeypatch: pytest.
 
 
 async def test_a_duplicate_run_is_an_integrity_error(engine: AsyncEngine) -> None:
-    _postgres_only(engine)
     runs, _ = _rows(1, "duplicate")
 
     def write(connection: Connection) -> None:
@@ -68,7 +64,6 @@ async def test_a_duplicate_run_is_an_integrity_error(engine: AsyncEngine) -> Non
 
 
 async def test_no_statement_outside_a_transaction(engine: AsyncEngine) -> None:
-    _postgres_only(engine)
     runs, _ = _rows(1, "no-transaction")
     async with engine.connect() as conn:
         raw = await conn.get_raw_connection()
@@ -81,7 +76,6 @@ async def test_no_statement_outside_a_transaction(engine: AsyncEngine) -> None:
 async def test_rows_beyond_a_statements_parameters_go_in_several(
     engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _postgres_only(engine)
     runs, _ = _rows(5, "chunks")
     width = len(store._driver_rows(store.RUN_TABLE, tuple(runs[0]), engine.dialect).columns)
     monkeypatch.setattr(store, "_PG_MAX_PARAMS", 2 * width - 1)  # fewer than two rows' worth per statement
