@@ -20,6 +20,11 @@ from tests.integration.test_auth import _create
 
 @pytest.fixture
 def fuzz_app(clean_db: str) -> Iterator[tuple[Any, str]]:
+    # The first model activation imports the ML stack (scikit-learn, skops) on demand: seconds on a
+    # busy machine, which once ran past the fuzzer's 10 s read timeout. Imported here, so that the
+    # timeout judges the handlers, not a one-off import.
+    import advisor.ml.store  # noqa: F401
+
     token = _create(clean_db, "fuzz-admin", "admin")
     app = create_app(
         Settings(
