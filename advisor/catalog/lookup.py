@@ -228,6 +228,8 @@ class Catalog:
         # Compute figures for rows that publish none (hardware_compute.csv, with sources): they
         # fill empty fp16/bf16 fields only, never replace a figure of hardware.csv.
         compute = {r["id"]: r for r in _read_csv("hardware_compute.csv")}
+        # SM counts and boost clocks of NVIDIA GPUs (hardware_sm.csv, with sources).
+        issue = {r["id"]: r for r in _read_csv("hardware_sm.csv")}
         for shipped in _read_csv("hardware.csv") + _read_csv("hardware_added.csv"):
             row = _with_compute(shipped, compute.get(shipped["id"]))
             hardware.append(
@@ -242,6 +244,8 @@ class Catalog:
                     bf16_tflops=_float(row["bf16_dense_tflops"]),
                     fp8_tflops=_float(row["fp8_dense_tflops"]),
                     int8_tops=_float(row["int8_dense_tops"]),
+                    sm_count=_int(issue[row["id"]]["sm_count"]) if row["id"] in issue else None,
+                    boost_clock_mhz=_float(issue[row["id"]]["boost_clock_mhz"]) if row["id"] in issue else None,
                 )
             )
             extras["hardware", row["id"]] = {
@@ -249,6 +253,8 @@ class Catalog:
                 "interconnect": row["interconnect"] or None,
                 "source": row["source"],
             }
+            if row["id"] in issue:
+                extras["hardware", row["id"]]["sm_source"] = issue[row["id"]]["source"]
             if row["id"] in compute:
                 figure = compute[row["id"]]
                 extras["hardware", row["id"]]["compute"] = {

@@ -99,6 +99,10 @@ class HardwareSpec:
     bf16_tflops: float | None = None
     fp8_tflops: float | None = None
     int8_tops: float | None = None
+    #: Streaming multiprocessors and boost clock (MHz) of an NVIDIA GPU (None = not catalogued):
+    #: what caps the rate at which llama.cpp's decode kernels issue loads (advisor.ml.base).
+    sm_count: int | None = None
+    boost_clock_mhz: float | None = None
 
     def _sixteen_bit(self, prefer: str) -> float | None:
         # data/README.md: if one 16-bit figure is empty the other may be used (Radeon lists only
