@@ -28,7 +28,10 @@ trees carry the detail; for rows outside it the base's shape carries the predict
   overhead once per step: ``L / 32`` is 1 for it. ``k[q]`` is the
   operations per weight that unpacking the weight format ``q`` costs
   (:data:`advisor.ml.features.QUANT_KERNELS`: 0 for floats; one shared value and a
-  ridge-penalised offset per format), only on :data:`ALU_RATE_KINDS`.
+  ridge-penalised offset per format), only on :data:`ALU_RATE_KINDS`. On an NVIDIA GPU of known
+  SM count and boost clock, llama.cpp's kernels are capped by instruction issue
+  (:data:`ISSUE_FAMILIES`): the bandwidth term is ``1/e × max(1, BW / (SMs × clock × b))``, i.e.
+  the effective bandwidth is ``min(BW, SMs × clock × b)``, ``b`` (bytes per SM-cycle) fitted.
 * **Prefill** (``prefill_tok_s``): the matmuls and the attention run at different shares of peak
   (:func:`advisor.physics.roofline.prefill_seconds_split`), so with ``a`` the attention share of
   the prefill FLOPs (``prefill_attention_share``, which grows with KV depth)::
@@ -67,6 +70,9 @@ __all__ = [
     "CELL_PENALTY",
     "INTERFERENCE_START",
     "INTERLEAVED_FAMILIES",
+    "ISSUE_FAMILIES",
+    "ISSUE_FORMATS",
+    "ISSUE_START",
     "MAX_ROWS",
     "OVERHEAD_ANCHORS",
     "PER_STEP_FAMILIES",
@@ -185,6 +191,20 @@ INTERLEAVED_FAMILIES = frozenset({"server"})
 #: the GPU servers on the published runs, 0.50 (docs/model.md).
 INTERFERENCE_START = math.log(2.0)
 
+#: Runtime families whose decode kernels on an NVIDIA GPU are capped by instruction issue, not
+#: only by bandwidth (docs/model.md, Session 7): llama.cpp's batch-1 F16 decode of Llama-3-8B
+#: moves about 5.5 bytes per SM per clock cycle on the A100 SXM and PCIe, the H100 PCIe and the
+#: RTX 3090, whatever their bandwidth, so its effective bandwidth is
+#: ``min(bandwidth, SMs × boost clock × b)``. ``b`` (bytes per SM-cycle) is fitted with the
+#: base, one per :data:`ISSUE_FORMATS` group.
+ISSUE_FAMILIES = frozenset({"llamacpp"})
+
+#: The weight-format groups with their own issue rate ``b``: ``"*"`` for one for all formats.
+ISSUE_FORMATS: tuple[str, ...] = ("*",)
+
+#: Starting value of ``log b`` (a start for the least squares only, the order the A100 rows show).
+ISSUE_START = math.log(5.5)
+
 #: The base is fitted on at most this many rows (a random sample of larger training sets).
 MAX_ROWS = 20_000
 
@@ -283,6 +303,9 @@ class _Inputs:
     #: Seconds per decode step one other request's prefill costs at full efficiency
     #: (:data:`INTERLEAVED_FAMILIES`; 0 elsewhere).
     interference: npt.NDArray[np.float64]
+    #: ``log(bandwidth per device / (SMs × GHz))`` of the rows an issue cap applies to
+    #: (:data:`ISSUE_FAMILIES` on a GPU with both figures), NaN elsewhere.
+    issue: npt.NDArray[np.float64]
 
     @classmethod
     def of_frame(cls, frame: pd.DataFrame, *, corrected: bool) -> _Inputs:
@@ -320,7 +343,30 @@ class _Inputs:
             _unpack_seconds(frame),
             np.nan_to_num(frame["quant_kernel"].to_numpy(dtype=np.float64), nan=-1.0).astype(np.intp),
             _interference_seconds(frame),
+            _issue_gap(frame),
         )
+
+
+def _issue_gap(frame: pd.DataFrame) -> npt.NDArray[np.float64]:
+    """``log(bandwidth / (SMs × GHz))`` where the issue cap applies (:data:`ISSUE_FAMILIES`), NaN
+    elsewhere (and for frames from before the ``log_issue_rate`` column)."""
+    if "log_issue_rate" not in frame:
+        return np.full(len(frame), np.nan)
+    gap = frame["log_bandwidth_gb_s"].to_numpy(dtype=np.float64) - frame["log_issue_rate"].to_numpy(dtype=np.float64)
+    capped = np.isin(frame["runtime_family"].to_numpy(dtype=object), list(ISSUE_FAMILIES))
+    return np.asarray(np.where(capped, gap, np.nan), dtype=np.float64)
+
+
+def _issue_group(code: float) -> str:
+    """The :data:`ISSUE_FORMATS` group of a :data:`QUANT_KERNELS` code."""
+    if ISSUE_FORMATS == ("*",):
+        return "*"
+    return "float" if code == 0 else "quant"
+
+
+def _issue_excess(gap: npt.NDArray[np.float64], log_b: npt.NDArray[np.float64] | float) -> Any:
+    """``log max(1, bandwidth / (SMs × clock × b))`` (0 where no cap applies)."""
+    return np.where(np.isfinite(gap), np.maximum(np.nan_to_num(gap, nan=0.0) - log_b, 0.0), 0.0)
 
 
 @dataclass(frozen=True)
@@ -349,6 +395,16 @@ class PhysicalBase:
     #: Decode: ``log(1 / e_i)`` of the prefill interference (:data:`INTERLEAVED_FAMILIES`); None
     #: for bases stored before it (no interference term).
     interference: float | None = None
+    #: Decode: ``log b`` (bytes per SM-cycle) of the issue cap per :data:`ISSUE_FORMATS` group.
+    #: Empty for bases stored before it (no cap).
+    issue: Mapping[str, float] = field(default_factory=dict)
+
+    def _issue_log_b(self, kernel: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+        if not self.issue:
+            return np.full(len(kernel), np.inf)
+        if "*" in self.issue:
+            return np.full(len(kernel), self.issue["*"])
+        return np.where(kernel == 0, self.issue.get("float", np.inf), self.issue.get("quant", np.inf))
 
     def _layers(self, x: _Inputs) -> npt.NDArray[np.float64] | float:
         """Each row's overhead multiplier: layers ÷ 32, or 1 for a per-step family."""
@@ -369,6 +425,7 @@ class PhysicalBase:
         layers: npt.NDArray[np.float64] | float = 1.0,
         sequence: npt.NDArray[np.float64] | float = 0.0,
         interference: float | None = None,
+        issue: npt.NDArray[np.float64] | float = 0.0,
     ) -> Any:
         if self.shape == _DECODE:
             ceiling = np.exp(x.log_ceiling)
@@ -377,7 +434,7 @@ class PhysicalBase:
                 overhead = overhead + np.exp(interference) * x.interference * (x.batch - 1.0)
             if unpack_ops is not None:
                 overhead = overhead + unpack_ops * x.unpack
-            return x.correction - np.log(np.exp(params[0]) + ceiling * overhead)
+            return x.correction - np.log(np.exp(params[0] + issue) + ceiling * overhead)
         if self.shape == _PREFILL:
             return x.correction + params[0] + u - np.log1p(x.attention * np.expm1(params[1]))
         return x.correction + params[0] + u
@@ -392,8 +449,9 @@ class PhysicalBase:
             per_code = np.array([self._unpack_ops(code) for code in range(len(QUANT_KERNELS))] + [0.0])
             ops = per_code[np.where(x.kernel >= 0, x.kernel, len(QUANT_KERNELS))]
         sequence = self._sequence_offsets(x.cell)
+        issue = _issue_excess(x.issue, self._issue_log_b(x.kernel)) if self.issue else 0.0
         return np.asarray(
-            self._evaluate(np.asarray(self.params), u, x, ops, self._layers(x), sequence, self.interference),
+            self._evaluate(np.asarray(self.params), u, x, ops, self._layers(x), sequence, self.interference, issue),
             dtype=np.float64,
         )
 
@@ -454,7 +512,14 @@ class PhysicalBase:
                     seconds = seconds / tp * 1e-3
                     if math.isfinite(seconds):
                         overhead += ops * seconds
-            return correction - math.log(math.exp(p[0]) + ceiling * overhead)
+            excess = 0.0
+            if self.issue and family in ISSUE_FAMILIES and len(row) > _IDX["log_issue_rate"]:
+                rate = float(row[_IDX["log_issue_rate"]])  # type: ignore[arg-type]
+                code = float(row[_IDX["quant_kernel"]])  # type: ignore[arg-type]
+                log_b = self.issue.get(_issue_group(code)) if not math.isnan(code) or "*" in self.issue else None
+                if log_b is not None and not math.isnan(rate):
+                    excess = max(float(row[_IDX["log_bandwidth_gb_s"]]) - rate - log_b, 0.0)  # type: ignore[arg-type]
+            return correction - math.log(math.exp(p[0] + excess) + ceiling * overhead)
         if self.shape == _PREFILL:
             share = float(row[_IDX["prefill_attention_share"]])  # type: ignore[arg-type]
             share = 0.0 if math.isnan(share) else min(max(share, 0.0), 1.0)
@@ -475,6 +540,7 @@ class PhysicalBase:
             "per_step": sorted(self.per_step),
             "sequence_cells": {str(k): float(v) for k, v in self.sequence_cells.items()},
             "interference": None if self.interference is None else float(self.interference),
+            "issue": {str(k): float(v) for k, v in self.issue.items()},
         }
 
     @classmethod
@@ -490,6 +556,7 @@ class PhysicalBase:
         per_step = frozenset(str(f) for f in data.get("per_step") or ())
         sequence_cells = {str(k): float(v) for k, v in dict(data.get("sequence_cells") or {}).items()}
         interference = data.get("interference")
+        issue = {str(k): float(v) for k, v in dict(data.get("issue") or {}).items()}
         return cls(
             shape,
             params,
@@ -500,6 +567,7 @@ class PhysicalBase:
             per_step,
             sequence_cells,
             None if interference is None else float(interference),
+            issue,
         )
 
 
@@ -573,12 +641,19 @@ def fit_base(
     sequence = dict(SEQUENCE_ANCHORS) if shape == _DECODE and SEQUENCE_ANCHOR_PENALTY > 0 else {}
     sequence_names = sorted(sequence)
     n_extra = (1 + len(sequence_names)) if shape == _DECODE else 0
+    # Decode: log b of the issue cap per format group, after the extras (only with capped rows).
+    capped = shape == _DECODE and bool(np.any(np.isfinite(x.issue)))
+    issue_groups = list(ISSUE_FORMATS) if capped else []
+    issue_index = np.array(
+        [issue_groups.index(_issue_group(k)) if issue_groups else 0 for k in x.kernel.tolist()], dtype=np.intp
+    )
     sequence_index = np.array(
         [sequence_names.index(c) if c in sequence else len(sequence_names) for c in x.cell.tolist()], dtype=np.intp
     )
     sequence_logs = np.log(np.array([sequence[c] for c in sequence_names], dtype=np.float64))
     sequence_scale = math.sqrt(SEQUENCE_ANCHOR_PENALTY)
     u_end = n_shared + n_kernels + n_u
+    seq_end = u_end + n_extra
 
     def residuals(theta: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         shared, u = theta[:n_shared], theta[n_shared + n_kernels : u_end]
@@ -590,14 +665,17 @@ def fit_base(
         extra: tuple[npt.NDArray[np.float64] | float, float | None] = (0.0, None)
         seq_anchored = np.zeros(0)
         if n_extra:
-            v = theta[u_end + 1 :]
+            v = theta[u_end + 1 : seq_end]
             extra = (np.concatenate([v, [0.0]])[sequence_index], float(theta[u_end]) if interleaved else None)
             # The cited cells' cost per sequence (log t1 + its offset) pulled toward the cited value.
             seq_anchored = sequence_scale * (theta[2] + v - sequence_logs)
-        fitted = template._evaluate(shared, per_cell[codes], x, ops, layers, *extra)
+        issue: npt.NDArray[np.float64] | float = 0.0
+        if issue_groups:
+            issue = _issue_excess(x.issue, theta[seq_end:][issue_index])
+        fitted = template._evaluate(shared, per_cell[codes], x, ops, layers, *extra, issue)
         # The per-sequence offsets are ridge-penalised like the cells' (so ``t1`` stays tied to the
         # servers' rows in a fold without other batched rows) besides their anchor.
-        penalised = np.concatenate([theta[n_shared + 1 : n_shared + n_kernels], u, theta[u_end + 1 :]])
+        penalised = np.concatenate([theta[n_shared + 1 : n_shared + n_kernels], u, theta[u_end + 1 : seq_end]])
         # The anchored cells' overhead (log t0 + its offsets) pulled toward the cited value.
         anchored = anchor_scale * (theta[1] + per_cell[anchor_cells] - anchor_logs)
         return np.concatenate([sw * (y - fitted), scale * penalised, anchored, seq_anchored])
@@ -613,7 +691,7 @@ def fit_base(
     # Two operations per weight to start with: a scale and an add, the cheapest unpacking.
     kernel_start = np.concatenate([[math.log(2.0)], np.zeros(n_kernels - 1)]) if n_kernels else np.zeros(0)
     extra_start = np.concatenate([[INTERFERENCE_START], np.zeros(n_extra - 1)]) if n_extra else np.zeros(0)
-    x0 = np.concatenate([start, kernel_start, np.zeros(n_u), extra_start])
+    x0 = np.concatenate([start, kernel_start, np.zeros(n_u), extra_start, np.full(len(issue_groups), ISSUE_START)])
     # Levenberg-Marquardt (MINPACK through scipy): a dozen parameters, forward-difference Jacobian.
     theta = least_squares(residuals, x0, method="lm", x_scale=1.0).x
     labels = names.tolist() + kind_names.tolist()
@@ -631,6 +709,10 @@ def fit_base(
         sequence_cells = {name: float(theta[u_end + 1 + i]) for i, name in enumerate(sequence_names)}
         # Without interleaved rows nothing sets e_i: the start value (a physical prior) stands.
         interference = float(theta[u_end]) if interleaved else INTERFERENCE_START
+    issue_fit = {name: float(theta[seq_end + i]) for i, name in enumerate(issue_groups)}
+    if issue_groups and not np.any(_issue_excess(x.issue, theta[seq_end:][issue_index]) > 0):
+        # No training row is at its cap: b is undetermined (it stayed at its start), so no cap.
+        issue_fit = {}
     return PhysicalBase(
         shape,
         tuple(float(v) for v in theta[:n_shared]),
@@ -641,4 +723,5 @@ def fit_base(
         per_step,
         sequence_cells,
         interference,
+        issue_fit,
     )

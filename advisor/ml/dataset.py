@@ -378,6 +378,8 @@ def public_observations(
             fp16,
             fp16,
             eight_bit,
+            sm_count=known.sm_count if known is not None else None,
+            boost_clock_mhz=known.boost_clock_mhz if known is not None else None,
         )
         tp_match = re.search(r"TP(\d+)", row["hardware"])
         tp = int(tp_match.group(1)) if tp_match else 1

@@ -69,6 +69,7 @@ NUMERIC: tuple[str, ...] = (
     "prefill_attention_share",
     "log_layers",
     "quant_kernel",
+    "log_issue_rate",
 )
 FEATURES: tuple[str, ...] = CATEGORICAL + NUMERIC
 
@@ -77,11 +78,14 @@ FEATURES: tuple[str, ...] = CATEGORICAL + NUMERIC
 #: A compute figure otherwise acts as a fingerprint of the device that does not carry to others:
 #: with the catalog's vendor figures for Apple GPUs the decode trees split on it and
 #: leave-one-source-out decode error rose from 14 % to 16 % (docs/model.md).
+#: ``log_issue_rate`` is the decode base's alone (its issue-rate cap), for every head's trees.
+_BASE_ONLY: tuple[str, ...] = ("log_issue_rate",)
 TREE_NEUTRAL: dict[str, tuple[str, ...]] = {
-    "decode_tok_s": ("log_tflops", "tflops_estimated", "log_layers", "quant_kernel"),
-    "prefill_tok_s": ("log_layers", "quant_kernel"),
+    "decode_tok_s": ("log_tflops", "tflops_estimated", "log_layers", "quant_kernel", *_BASE_ONLY),
+    "prefill_tok_s": ("log_layers", "quant_kernel", *_BASE_ONLY),
 }
 _NEUTRAL_INDEX = {target: tuple(FEATURES.index(c) for c in cols) for target, cols in TREE_NEUTRAL.items()}
+_BASE_ONLY_INDEX = tuple(FEATURES.index(c) for c in _BASE_ONLY)
 
 #: Runtime → engine family. The family lets what is learnt about one continuous-batching server
 #: carry to another with few runs of its own (TGI has no public rows at all).
@@ -188,6 +192,9 @@ def feature_row(item: FeatureInput) -> tuple[object, ...]:
       an engine that pipelines the host's work behind the device's pays its overhead per step,
       ``PER_STEP_FAMILIES``).
     * ``quant_kernel``: the :data:`QUANT_KERNELS` code of the weight format (NaN when unknown).
+    * ``log_issue_rate``: ``log(SMs × boost clock in GHz)`` of an NVIDIA GPU (NaN otherwise or
+      without both figures): the decode base's issue-rate cap (:mod:`advisor.ml.base`); no
+      head's trees see it (:data:`TREE_NEUTRAL`).
     """
     roof = item.roofline
     tp = max(roof.tensor_parallel, 1)
@@ -225,7 +232,18 @@ def feature_row(item: FeatureInput) -> tuple[object, ...]:
         _share(roof.prefill_attention_share),
         _log(model.num_hidden_layers) if model is not None and model.num_hidden_layers else math.nan,
         float(kernel) if (kernel := quant_kernel(quant)) is not None else math.nan,
+        _issue_rate(hw),
     )
+
+
+def _issue_rate(hw: HardwareSpec | None) -> float:
+    """``log(SMs × boost clock in GHz)``: an NVIDIA GPU's SM-cycles per ns, i.e. the GB/s it
+    moves at one byte per SM per cycle (NaN without both figures or for another vendor)."""
+    if hw is None or hw.sm_count is None or hw.boost_clock_mhz is None:
+        return math.nan
+    if (hw.vendor or "").strip().lower() != "nvidia" or hw.kind != "gpu":
+        return math.nan
+    return _log(hw.sm_count * hw.boost_clock_mhz / 1000.0)
 
 
 def hardware_family(kind: object, vendor: object) -> str:
@@ -237,22 +255,18 @@ def hardware_family(kind: object, vendor: object) -> str:
 
 def tree_frame(target: str, frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` as ``target``'s trees see it (:data:`TREE_NEUTRAL` columns set to 0)."""
-    neutral = TREE_NEUTRAL.get(target)
-    if not neutral:
-        return frame
+    neutral = TREE_NEUTRAL.get(target, _BASE_ONLY)
     return frame.assign(**dict.fromkeys(neutral, 0.0))
 
 
 def neutral_columns(target: str) -> tuple[int, ...]:
     """The positions in :data:`FEATURES` of ``target``'s :data:`TREE_NEUTRAL` columns."""
-    return _NEUTRAL_INDEX.get(target, ())
+    return _NEUTRAL_INDEX.get(target, _BASE_ONLY_INDEX)
 
 
 def tree_rows(target: str, rows: Sequence[tuple[object, ...]]) -> list[tuple[object, ...]]:
     """Feature rows as ``target``'s trees see them (the same as :func:`tree_frame`)."""
-    index = _NEUTRAL_INDEX.get(target)
-    if not index:
-        return list(rows)
+    index = neutral_columns(target)
     out = []
     for row in rows:
         values = list(row)

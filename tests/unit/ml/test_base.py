@@ -328,3 +328,51 @@ def test_the_fit_recovers_the_prefill_interference() -> None:
     assert math.exp(-base.interference) == pytest.approx(0.6, rel=0.1)
     assert _sequence_cost(base, "gpu/server") == pytest.approx(1e-4, rel=0.3)
     np.testing.assert_allclose(base.predict_frame(frame), y, atol=0.05)
+
+
+def test_the_fit_recovers_an_issue_rate_cap() -> None:
+    # llama.cpp on NVIDIA GPUs: the bandwidth term is min(BW, SMs × GHz × b), b = 5.5 bytes per
+    # SM-cycle; devices whose issue rate exceeds their bandwidth are bound by bandwidth alone.
+    rng = np.random.default_rng(7)
+    n = 400
+    bandwidth = np.exp(rng.uniform(np.log(300), np.log(2500), size=n))
+    issue = np.exp(rng.uniform(np.log(60), np.log(320), size=n))  # SMs × GHz
+    ceiling = np.exp(rng.uniform(np.log(5), np.log(200), size=n))
+    excess = np.maximum(np.log(bandwidth) - np.log(issue * 5.5), 0.0)
+    y = -np.log(np.exp(excess) / 0.9 + ceiling * 0.004) + rng.normal(0, 0.01, size=n)
+    frame = _frame(np.array(["gpu"] * n), ceiling, np.ones(n, dtype=int))
+    frame["log_bandwidth_gb_s"] = np.log(bandwidth)
+    frame["log_issue_rate"] = np.log(issue)
+    frame["quant_kernel"] = 0.0
+    base = fit_base("decode_tok_s", frame, y, np.ones(n))
+    assert math.exp(base.issue["*"]) == pytest.approx(5.5, rel=0.05)
+    np.testing.assert_allclose(base.predict_frame(frame), y, atol=0.05)
+    assert base.predict_rows(list(frame.itertuples(index=False, name=None))) == pytest.approx(base.predict_frame(frame))
+    # More bandwidth never predicts less decode; past the cap it predicts no more.
+    probe = _frame(np.array(["gpu"] * 3), np.array([50.0, 100.0, 200.0]), np.ones(3, dtype=int))
+    probe["log_bandwidth_gb_s"] = np.log([500.0, 1000.0, 2000.0])
+    probe["log_issue_rate"] = math.log(108 * 1.41)
+    probe["quant_kernel"] = 0.0
+    tok_s = np.exp(base.predict_frame(probe)) * np.array([50.0, 100.0, 200.0])
+    assert tok_s[0] <= tok_s[1] <= tok_s[2] * (1 + 1e-9)
+    # A device without the figures, or another runtime family, is not capped.
+    other = probe.assign(runtime_family="server")
+    unknown = probe.assign(log_issue_rate=np.nan)
+    capped = base.predict_frame(probe)
+    assert np.all(base.predict_frame(unknown) >= capped) and base.predict_frame(unknown)[2] > capped[2]
+    assert base.predict_frame(other)[2] > capped[2]
+    assert PhysicalBase.from_dict(base.to_dict()) == base
+    # A base stored before the cap has none.
+    old = PhysicalBase.from_dict({k: v for k, v in base.to_dict().items() if k != "issue"})
+    assert not old.issue and old.predict_frame(probe)[2] > capped[2]
+
+
+def test_no_cap_when_no_training_row_reaches_it() -> None:
+    rng = np.random.default_rng(8)
+    n = 200
+    ceiling = np.exp(rng.uniform(np.log(5), np.log(200), size=n))
+    y = -np.log(1 / 0.9 + ceiling * 0.004) + rng.normal(0, 0.01, size=n)
+    frame = _frame(np.array(["gpu"] * n), ceiling, np.ones(n, dtype=int))
+    frame["log_bandwidth_gb_s"] = math.log(300.0)
+    frame["log_issue_rate"] = math.log(142 * 2.52)  # an issue rate far above the bandwidth
+    assert fit_base("decode_tok_s", frame, y, np.ones(n)).issue == {}

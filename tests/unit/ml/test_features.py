@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from advisor.catalog import Catalog
 from advisor.ml.features import (
     CATEGORICAL,
     FEATURES,
@@ -118,3 +119,15 @@ def test_quant_kernel_classes(quant: QuantSpec, kernel: str) -> None:
 def test_an_unknown_weight_format_has_no_kernel_class() -> None:
     assert quant_kernel(QuantSpec("q", "q", 4.0, "gguf")) is None
     assert quant_kernel(None) is None
+
+
+def test_the_issue_rate_feature() -> None:
+    a100 = Catalog.default().resolve_hardware("nvidia-a100-80gb-sxm")
+    assert (a100.sm_count, a100.boost_clock_mhz) == (108, 1410.0)
+    model, _ = Catalog.default().resolve_model("llama-3-8b")
+    quant = Catalog.default().resolve_quantization("f16")
+    row = feature_row(FeatureInput(analyse(a100, model, quant), "llama.cpp", "gpu", a100, model, quant))
+    assert row[FEATURES.index("log_issue_rate")] == math.log(108 * 1.41)
+    m1 = Catalog.default().resolve_hardware("apple-m1")
+    row = feature_row(FeatureInput(analyse(m1, model, quant), "llama.cpp", "apple_soc", m1, model, quant))
+    assert math.isnan(float(row[FEATURES.index("log_issue_rate")]))  # type: ignore[arg-type]

@@ -58,7 +58,7 @@ def test_attention_share_is_a_feature_and_zero_without_a_prompt() -> None:
     index = FEATURES.index("prefill_attention_share")
     # Appended after the columns artifacts fitted before it have (older artifacts keep their
     # column positions); only later additions follow it.
-    assert FEATURES[index + 1 :] == ("log_layers", "quant_kernel")
+    assert FEATURES[index + 1 :] == ("log_layers", "quant_kernel", "log_issue_rate")
     deep = analyse(SPARK, LLAMA_8B, Q8_0, prompt_tokens=2048, kv_depth_tokens=32768)
     row = feature_row(FeatureInput(deep, "llamacpp", "gpu", SPARK, LLAMA_8B, Q8_0))
     assert row[index] == pytest.approx(deep.prefill_attention_share)
