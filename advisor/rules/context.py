@@ -339,9 +339,14 @@ def measure(run: CanonicalRun) -> Measured:
         concurrency, concurrency_source = m.running_mean, "metrics.running_mean"
     elif w.concurrency is not None and w.concurrency > 0:
         concurrency, concurrency_source = w.concurrency, "workload.concurrency"
-    elif (rate := _rate(run)) is not None and (latency := _latency_ms(run)) is not None:
+    elif (
+        (rate := _rate(run)) is not None
+        and (latency := _latency_ms(run)) is not None
+        # A latency derived from a vanishing decode rate (5e-324 tok/s) is infinite: no estimate.
+        and math.isfinite(in_flight := rate[0] * latency[0] / 1000.0)
+    ):
         # Little's law: sequences in flight = arrival rate × time each spends in the system.
-        concurrency = max(1.0, rate[0] * latency[0] / 1000.0)
+        concurrency = max(1.0, in_flight)
         concurrency_source = f"Little's law: {rate[1]} × {latency[1]}"
     elif w.num_requests == 1 or m.requests_completed == 1:
         concurrency, concurrency_source = 1.0, "single request"

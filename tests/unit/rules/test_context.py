@@ -229,6 +229,17 @@ def test_littles_law_without_e2e_uses_ttft_and_tpot() -> None:
     assert m.concurrency_source == "Little's law: workload.request_rate × (ttft + output_tokens × tpot)"
 
 
+def test_littles_law_gives_nothing_when_the_latency_is_infinite() -> None:
+    """A denormal decode rate makes the derived latency infinite (found by tests/unit/rules/test_fuzz.py):
+    no concurrency is inferred, and the context and every rule still build."""
+    body = {"output_tokens_mean": 1.0}
+    metrics = {"ttft_ms": {"p50": 1.0, "p90": 1.0, "p99": 1.0, "max": 1.0}, "decode_tok_s": 5e-324}
+    m = measure(run(workload=body, metrics={**metrics, "request_throughput_rps": 1.0}))
+    assert m.concurrency is None and m.concurrency_source is None
+    ctx = build_context(run(workload=body, metrics={**metrics, "request_throughput_rps": 1.0}))
+    assert ctx.measured.concurrency is None
+
+
 def test_a_derived_concurrency_is_noted_and_not_missing() -> None:
     ctx = build_context(
         run(workload={"request_rate": 2.0, "num_requests": 100}, metrics={"e2e_ms": {"mean": 4000}, "decode_tok_s": 30})
