@@ -96,7 +96,8 @@ class ConfiguredContextExceedsPool(Rule):
         # Up-front allocators reserve the limit for every slot; paged engines only need the
         # context requests really use per sequence, and their limit only has to fit the pool.
         fit_len = pool if unified or not upfront else max(pool // in_flight, 1)
-        fit_seqs = max(pool // ctx_len, 0) if upfront or not used else max(int(pool // used), 0)
+        # Under one token a sequence (a denormal mean) says nothing of how many fit.
+        fit_seqs = max(pool // ctx_len, 0) if upfront or used < 1 else max(int(pool // used), 0)
         # Paged engines (vLLM, SGLang) do not reserve the context limit per sequence, so lowering it
         # only helps the up-front allocators, or when one full-length request cannot fit at all.
         if not upfront and used > 0:

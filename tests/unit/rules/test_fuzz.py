@@ -181,6 +181,30 @@ def tiny_prefix(caching: bool | None, runtime: str) -> dict[str, Any]:
     }
 
 
+DENORMAL_DECODE: dict[str, Any] = {
+    "deployment": "fuzz",
+    "setup": {"runtime": "vllm", "hardware": "nvidia-a10g", "model": "meta-llama/Llama-3.1-8B-Instruct"},
+    "workload": {"output_tokens_mean": 1.0},
+    "metrics": {
+        "ttft_ms": {"p50": 1.0, "p90": 1.0, "p99": 1.0, "max": 1.0},
+        "decode_tok_s": 5e-324,
+        "request_throughput_rps": 1.0,
+    },
+}
+DENORMAL_DEPTH: dict[str, Any] = {
+    "deployment": "fuzz",
+    "setup": {
+        "runtime": "vllm",
+        "hardware": "nvidia-a10g",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "quantization": "bf16",
+        "max_model_len": 128,
+    },
+    "workload": {"kv_depth_tokens": 2.225073858507e-311},
+    "metrics": {"preemptions": 1.0},
+}
+
+
 def expected_verdict(ctx: RunContext, recommendations: Sequence[Recommendation]) -> str:
     """DESIGN §4's verdict, from the SLOs and the recommendations: fail on a breached SLO or a
     stable rule at its ``fails_verdict_at``, warn on a stable moderate-or-worse finding."""
@@ -209,6 +233,10 @@ def expected_verdict(ctx: RunContext, recommendations: Sequence[Recommendation])
 @example(tiny_prefix(None, "other"))
 @example(tiny_prefix(True, "vllm"))
 @example(tiny_prefix(False, "vllm"))
+# OverflowError from a denormal: Little's law over an infinite latency (a 5e-324 tok/s decode), and
+# CAP003's sequences that fit when the tokens a request uses are 2e-311.
+@example(DENORMAL_DECODE)
+@example(DENORMAL_DEPTH)
 def test_every_rule_survives_any_valid_run(body: dict[str, Any]) -> None:
     run = decode_run(body)
     ctx = build_context(run)
