@@ -8,7 +8,6 @@ roofline, asks the expectations function for bands, and summarises comparable ea
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import operator
@@ -24,6 +23,7 @@ from advisor.errors import AdvisorError
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analyse
 from advisor.rules.base import fast_frozen_init
 from advisor.rules.knobs import EngineConfig, clear_engine_configs, engine_config, normalise_key
+from advisor.rules.memo import remember
 
 if TYPE_CHECKING:
     from advisor.canonical import Setup, Workload
@@ -757,11 +757,12 @@ def _physics(
             catalog, expectations_fn, setup, hardware, model, quant, engine, prompt, output, depth, concurrency,
             new_missing, new_notes,
         )  # fmt: skip
-        if len(_PHYSICS) >= PER_SETUP_CACHE_SIZE:
-            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-                del _PHYSICS[next(iter(_PHYSICS))]
-        found = (holders, (roofline, expectations, tuple(new_missing), tuple(new_notes)))
-        _PHYSICS[key] = found
+        found = remember(
+            _PHYSICS,
+            key,
+            (holders, (roofline, expectations, tuple(new_missing), tuple(new_notes))),
+            PER_SETUP_CACHE_SIZE,
+        )
     roofline, expectations, add_missing, add_notes = found[1]
     missing.extend(add_missing)
     notes.extend(add_notes)
@@ -976,11 +977,7 @@ def expectations_of(
     if found is not None:
         return found[1]
     exp = fn(roofline, runtime=runtime, hardware_kind=hardware.kind, hardware=hardware, model=model, quant=quant)
-    if len(_EXPECTATIONS) >= EXPECTATIONS_CACHE_SIZE:
-        # The oldest goes; another thread evicting at the same time is harmless.
-        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-            del _EXPECTATIONS[next(iter(_EXPECTATIONS))]
-    _EXPECTATIONS[key] = ((fn, roofline, hardware, model, quant), exp)
+    remember(_EXPECTATIONS, key, ((fn, roofline, hardware, model, quant), exp), EXPECTATIONS_CACHE_SIZE)
     return exp
 
 
@@ -1017,10 +1014,7 @@ def per_setup(ctx: RunContext, owner: object, what: Hashable, compute: Callable[
     except KeyError:
         pass
     value = compute(ctx)
-    if len(_PER_SETUP) >= PER_SETUP_CACHE_SIZE:
-        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-            del _PER_SETUP[next(iter(_PER_SETUP))]
-    _PER_SETUP[key] = ((owner, *setup[1]), value)
+    remember(_PER_SETUP, key, ((owner, *setup[1]), value), PER_SETUP_CACHE_SIZE)
     return value
 
 

@@ -9,7 +9,6 @@ and remembering which it was, so evidence can say "(default)".
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from advisor.canonical import CanonicalRun
 from advisor.catalog.capabilities import capability, reported_memory_gib
 from advisor.physics.specs import HardwareSpec
 from advisor.rules import runtimes
+from advisor.rules.memo import remember
 
 __all__ = [
     "KNOB_NAMES",
@@ -386,12 +386,7 @@ def engine_config(run: CanonicalRun, hardware: HardwareSpec | None = None) -> En
     except TypeError:  # an unhashable inline hardware spec: compute it afresh
         return _engine_config(run, hardware)
     if found is None:
-        found = _engine_config(run, hardware)
-        if len(_ENGINE_CONFIGS) >= ENGINE_CONFIG_CACHE_SIZE:
-            # The oldest goes; another thread evicting at the same time is harmless.
-            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-                del _ENGINE_CONFIGS[next(iter(_ENGINE_CONFIGS))]
-        _ENGINE_CONFIGS[key] = found
+        found = remember(_ENGINE_CONFIGS, key, _engine_config(run, hardware), ENGINE_CONFIG_CACHE_SIZE)
     return found
 
 

@@ -9,7 +9,6 @@ The ratio comes from the expectations function when there is one (it knows, for 
 
 from __future__ import annotations
 
-import contextlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline, analys
 from advisor.physics.parallel import Interconnect, interconnect_of
 from advisor.physics.parallel import tp_efficiency as _tp_efficiency
 from advisor.rules.context import TGI_WIGGLE_ROOM, RunContext, expectations_of, kv_pool_runtime, normalise_kv_dtype
+from advisor.rules.memo import remember
 
 __all__ = [
     "QUANT_FALLBACKS",
@@ -181,11 +181,7 @@ def reanalyse(
         )
     except ValueError:
         new = None
-    if len(_WHAT_IFS) >= WHAT_IF_CACHE_SIZE:
-        # The oldest goes; another thread evicting at the same time is harmless.
-        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-            del _WHAT_IFS[next(iter(_WHAT_IFS))]
-    _WHAT_IFS[key] = ((base, hw, mdl, q), new)
+    remember(_WHAT_IFS, key, ((base, hw, mdl, q), new), WHAT_IF_CACHE_SIZE)
     return new
 
 
