@@ -150,7 +150,11 @@ async def answer_submission(request: Request[Any, Any, Any]) -> JSONAnswer:
     scope = request.scope
     # ?format=: the last value, as Litestar's kwargs model gives a non-sequence query parameter.
     format_id = request.query_params.getall("format", ["auto"])[-1] if scope.get("query_string") else "auto"
-    body = await read_body(request, _content_length(scope))
+    return await _submit(request, await read_body(request, _content_length(scope)), format_id)
+
+
+async def _submit(request: Request[Any, Any, Any], body: bytes, format_id: str) -> JSONAnswer:
+    """Store and analyse one submission through the app's pipeline; its answer."""
     pipeline = submit_pipeline(request.app.state)
     return _stored(await pipeline.submit(SubmissionRequest.of(request, body, format_id)))
 
@@ -199,8 +203,7 @@ class RunController(Controller):
         self, request: Request[Any, Any, Any], body: RawBody, format_id: FormatParam = "auto"
     ) -> JSONAnswer:
         # Answered by ``answer_submission`` (the route's before_request); this runs only without it.
-        pipeline = submit_pipeline(request.app.state)
-        return _stored(await pipeline.submit(SubmissionRequest.of(request, bytes(body), format_id)))
+        return await _submit(request, bytes(body), format_id)
 
     @post(
         "/bulk",
