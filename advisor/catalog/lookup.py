@@ -295,6 +295,8 @@ class Catalog:
                 "source": row["source"],
                 "notes": row["notes"],
             }
+            if "checkpoint_quantization" in extra:
+                extras["models", row["id"]]["checkpoint_quantization"] = extra["checkpoint_quantization"]
         quants: list[QuantSpec] = []
         for row in _read_csv("quantization.csv"):
             quants.append(QuantSpec(row["id"], row["name"], float(row["bits_per_weight"]), row["family"]))
@@ -451,6 +453,13 @@ class Catalog:
         """The shipped columns of one entry that are not part of its spec (``interconnect``,
         ``source``, ``compute``, ...); empty for unknown or user entries."""
         return dict(self._extras.get((kind, entry_id), {}))
+
+    def checkpoint_quantization(self, model: ModelSpec) -> QuantSpec | None:
+        """The weight format of a shipped model's own published checkpoint (gpt-oss: MXFP4 experts,
+        DeepSeek-V3: block FP8), what a what-if that names no quantization should assume; None
+        for checkpoints published in 16-bit weights and for user entries."""
+        quant_id = self._extras.get(("models", model.id), {}).get("checkpoint_quantization")
+        return self._quants.get(quant_id) if quant_id is not None else None
 
     def aliases(self, kind: str, entry_id: str) -> list[str]:
         """Curated aliases of one entry (``kind``: hardware, models or quantizations)."""

@@ -99,7 +99,9 @@ def predict_command(ctx: click.Context, /, **p: Any) -> None:
                 "min GPUs",
             ]
             style = "md" if p["output"] == "md" else "text"
-            emit(f"{model}, {p['prompt_tokens']}-token prompts: devices ranked by predicted decode speed")
+            quant = next((r.get("quantization") for r in ranking if r.get("quantization")), None)
+            at = f" at {quant}" if quant else ""
+            emit(f"{model}{at}, {p['prompt_tokens']}-token prompts: devices ranked by predicted decode speed")
             emit(table(headers, rows, style=style))
             return
         setup: dict[str, Any] = {

@@ -238,3 +238,26 @@ def test_predict_sizes_the_kv_pool_the_way_the_runtime_does(client: Any) -> None
 
     assert sglang / vllm == pytest.approx(physics("sglang", 0.9) / physics("vllm", 0.9), rel=0.02)
     assert trtllm / vllm == pytest.approx(physics("trtllm", 0.9) / physics("vllm", 0.9), rel=0.02)
+
+
+def test_a_what_if_without_quantization_assumes_the_checkpoints_own_format(client: Any) -> None:
+    """gpt-oss publishes MXFP4 experts and DeepSeek-V3 block FP8: with no quantization given, a
+    what-if predicts those weights (not 16-bit ones, 3.8x the bytes) and says so; a model whose
+    checkpoint is 16-bit still assumes bf16."""
+    setup = {"hardware": "nvidia-h100-sxm", "model": "gpt-oss-120b", "runtime": "vllm"}
+    assumed = client.post("/api/v1/predict", json={"setup": setup}).json()
+    named = client.post("/api/v1/predict", json={"setup": {**setup, "quantization": "mxfp4"}}).json()
+    sixteen = client.post("/api/v1/predict", json={"setup": {**setup, "quantization": "bf16"}}).json()
+    assert assumed["resolved"]["quantization"] == "mxfp4"
+    assert assumed["decode_tok_s"] == named["decode_tok_s"]
+    assert assumed["weight_bytes"] < sixteen["weight_bytes"] / 3
+    assert any("mxfp4, the format of gpt-oss-120b's own checkpoint" in n for n in assumed["notes"])
+
+    dense = client.post("/api/v1/predict", json={"setup": {**setup, "model": "llama-3.1-8b"}}).json()
+    assert dense["resolved"]["quantization"] == "f16-bf16"
+    assert any("assumed 16-bit weights (bf16)" in n for n in dense["notes"])
+
+    ranked = client.get("/api/v1/predict/hardware", params={"model": "deepseek-v3", "gpu_count": 8}).json()
+    assert {r["quantization"] for r in ranked} == {"fp8-e4m3"}
+    explicit = client.get("/api/v1/predict/hardware", params={"model": "deepseek-v3", "quantization": "bf16"}).json()
+    assert {r["quantization"] for r in explicit} == {"f16-bf16"}

@@ -75,3 +75,6 @@ class HardwareRanking(msgspec.Struct, kw_only=True):
     min_gpus_to_fit: int | None = None
     model_version: str | None = None
     carried_by: str | None = None
+    #: The weight format every row is predicted at: the query's, the model name's, or with
+    #: neither the model's own checkpoint format (gpt-oss: mxfp4), else bf16.
+    quantization: str | None = None

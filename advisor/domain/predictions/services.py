@@ -54,9 +54,19 @@ def _resolve(catalog: Catalog, setup: Setup) -> tuple[HardwareSpec, ModelSpec, Q
         quant = implied
         notes.append(f"quantization {quant.id} implied by the model name")
     else:
-        quant = catalog.resolve_quantization("bf16")
-        notes.append("no quantization given: assumed 16-bit weights (bf16)")
+        quant, note = default_quantization(catalog, model)
+        notes.append(note)
     return hw, model, quant, notes
+
+
+def default_quantization(catalog: Catalog, model: ModelSpec) -> tuple[QuantSpec, str]:
+    """What a what-if that names no quantization assumes, and the note that says so: the model's
+    own published checkpoint format where it is not 16-bit (gpt-oss's MXFP4 experts, DeepSeek-V3's
+    FP8), else 16-bit weights."""
+    checkpoint = catalog.checkpoint_quantization(model)
+    if checkpoint is not None:
+        return checkpoint, f"no quantization given: assumed {checkpoint.id}, the format of {model.id}'s own checkpoint"
+    return catalog.resolve_quantization("bf16"), "no quantization given: assumed 16-bit weights (bf16)"
 
 
 def _pool_semantics(hw: HardwareSpec, setup: Setup) -> tuple[str | None, float]:
@@ -194,7 +204,7 @@ def rank_hardware(
     if quantization:
         quant = catalog.resolve_quantization(quantization, field_prefix="query.quantization")
     else:
-        quant = implied or catalog.resolve_quantization("bf16")
+        quant = implied or default_quantization(catalog, model_spec)[0]
     workload = Workload(prompt_tokens_mean=prompt_tokens, output_tokens_mean=output_tokens, concurrency=concurrency)
     rows = []
     for hw in catalog.list_hardware():
@@ -233,6 +243,7 @@ def rank_hardware(
             min_gpus_to_fit=fewest,
             model_version=exp.model_version,
             carried_by=getattr(exp, "carried_by", None),
+            quantization=quant.id,
         )
         for i, (hw, roofline, exp, count, fewest) in enumerate(rows, start=1)
     ]

@@ -126,3 +126,20 @@ def test_mlx_checkpoint_names_resolve(catalog: Catalog) -> None:
     assert (four.id, four.bits_per_weight) == ("mlx-q4-g64", 4.5)
     assert (eight.id, eight.bits_per_weight) == ("mlx-q8-g64", 8.5)
     assert catalog.resolve_quantization("int4").id == "awq-int4-g128"  # a bare int4 stays AWQ/GPTQ
+
+
+def test_checkpoint_quantizations_name_catalog_formats_and_match_the_notes() -> None:
+    """Every model_extras.toml ``checkpoint_quantization`` is a catalog format, and the model's
+    cited notes say its checkpoint is stored that way (MXFP4 experts, FP8 weights)."""
+    cat = Catalog.default()
+    found = {m.id: cat.checkpoint_quantization(m) for m in cat.list_models()}
+    assigned = {mid: q.id for mid, q in found.items() if q is not None}
+    assert assigned == {
+        "gpt-oss-20b": "mxfp4",
+        "gpt-oss-120b": "mxfp4",
+        "deepseek-v3": "fp8-e4m3",
+        "deepseek-r1": "fp8-e4m3",
+    }
+    for mid, qid in assigned.items():
+        notes = cat.extra("models", mid)["notes"]
+        assert ("MXFP4" if qid == "mxfp4" else "FP8") in notes
