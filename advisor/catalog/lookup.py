@@ -299,7 +299,15 @@ class Catalog:
                 extras["models", row["id"]]["checkpoint_quantization"] = extra["checkpoint_quantization"]
         quants: list[QuantSpec] = []
         for row in _read_csv("quantization.csv"):
-            quants.append(QuantSpec(row["id"], row["name"], float(row["bits_per_weight"]), row["family"]))
+            quants.append(
+                QuantSpec(
+                    row["id"],
+                    row["name"],
+                    float(row["bits_per_weight"]),
+                    row["family"],
+                    _float(row["dense_bits_per_weight"]),
+                )
+            )
             extras["quantizations", row["id"]] = {"notes": row["notes"], "source": row["source"]}
         alias_data = _read_toml("aliases.toml")
         ollama = {

@@ -392,6 +392,11 @@ def public_observations(
         )
         q = row["quant"]
         quant = QuantSpec(q, q, float(row["bits_per_weight"]), _quant_family(q))
+        if q == "MXFP4" and family == "llamacpp" and model.expert_split() is not None:
+            # llama.cpp's MXFP4_MOE files: experts MXFP4, every other tensor Q8_0 (the catalog's
+            # gguf-mxfp4_moe); the row's bits are the file's average, which under-counts what a
+            # token reads (the attention and output tensors are all read, the experts k of E).
+            quant = QuantSpec(q, q, 4.25, "mx", dense_bits_per_weight=8.5)
         setup = _RowSetup(family, runtime, kind, hw, model, quant, row["source_id"], row["hardware"])
         notes = row["notes"]
         depth_match = re.search(r"kv_depth=(\d+)", notes)

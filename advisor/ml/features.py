@@ -79,10 +79,22 @@ FEATURES: tuple[str, ...] = CATEGORICAL + NUMERIC
 #: with the catalog's vendor figures for Apple GPUs the decode trees split on it and
 #: leave-one-source-out decode error rose from 14 % to 16 % (docs/model.md).
 #: ``log_issue_rate`` is the decode base's alone (its issue-rate cap), for every head's trees.
+#: Prefill is bound by compute: the decode's bytes per token, its ceiling, its KV share and its
+#: bound describe another phase, and to the prefill trees they were a fingerprint of the training
+#: sources' models (with them, prefill by held-out source 23.9 %, without 23.6 %; by device 19.9
+#: → 18.2 %; docs/model.md, "Session 8").
 _BASE_ONLY: tuple[str, ...] = ("log_issue_rate",)
 TREE_NEUTRAL: dict[str, tuple[str, ...]] = {
     "decode_tok_s": ("log_tflops", "tflops_estimated", "log_layers", "quant_kernel", *_BASE_ONLY),
-    "prefill_tok_s": ("log_layers", "quant_kernel", *_BASE_ONLY),
+    "prefill_tok_s": (
+        "log_layers",
+        "quant_kernel",
+        "log_weight_gb",
+        "log_decode_ceiling",
+        "kv_read_share",
+        "decode_compute_bound",
+        *_BASE_ONLY,
+    ),
 }
 _NEUTRAL_INDEX = {target: tuple(FEATURES.index(c) for c in cols) for target, cols in TREE_NEUTRAL.items()}
 _BASE_ONLY_INDEX = tuple(FEATURES.index(c) for c in _BASE_ONLY)

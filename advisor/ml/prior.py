@@ -125,25 +125,25 @@ class EfficiencyPrior:
 DECODE_EFFICIENCY: dict[tuple[str, str], EfficiencyPrior] = {
     ("llamacpp", "apple_soc"): EfficiencyPrior(0.719, 0.443, 0.851, 127),
     ("llamacpp", "cpu"): EfficiencyPrior(0.522, 0.194, 1.008, 42),
-    ("llamacpp", "gpu"): EfficiencyPrior(0.717, 0.467, 0.908, 254),
+    ("llamacpp", "gpu"): EfficiencyPrior(0.741, 0.467, 0.908, 254),
     ("mlx", "apple_soc"): EfficiencyPrior(0.804, 0.442, 0.851, 9),
     ("server", "gpu"): EfficiencyPrior(0.489, 0.318, 0.907, 4),
-    ("*", "*"): EfficiencyPrior(0.708, 0.439, 0.883, 436),
+    ("*", "*"): EfficiencyPrior(0.722, 0.439, 0.881, 436),
     ("*", "apple_soc"): EfficiencyPrior(0.724, 0.442, 0.851, 136),
     ("*", "cpu"): EfficiencyPrior(0.522, 0.194, 1.008, 42),
-    ("*", "gpu"): EfficiencyPrior(0.712, 0.460, 0.907, 258),
+    ("*", "gpu"): EfficiencyPrior(0.739, 0.460, 0.907, 258),
 }
 #: Attention time per FLOP ÷ matmul time per FLOP in prefill (see the module docstring).
-PREFILL_ATTENTION_SLOWDOWN = 3.4841
+PREFILL_ATTENTION_SLOWDOWN = 3.4495
 PREFILL_EFFICIENCY: dict[tuple[str, str], EfficiencyPrior] = {
-    ("llamacpp", "apple_soc"): EfficiencyPrior(0.712, 0.552, 0.805, 122),
-    ("llamacpp", "cpu"): EfficiencyPrior(0.324, 0.163, 0.710, 42),
-    ("llamacpp", "gpu"): EfficiencyPrior(0.368, 0.209, 0.884, 246),
-    ("server", "gpu"): EfficiencyPrior(0.509, 0.210, 0.884, 1),
-    ("*", "*"): EfficiencyPrior(0.431, 0.221, 0.838, 411),
-    ("*", "apple_soc"): EfficiencyPrior(0.712, 0.552, 0.805, 122),
-    ("*", "cpu"): EfficiencyPrior(0.324, 0.163, 0.710, 42),
-    ("*", "gpu"): EfficiencyPrior(0.368, 0.210, 0.884, 247),
+    ("llamacpp", "apple_soc"): EfficiencyPrior(0.711, 0.551, 0.804, 122),
+    ("llamacpp", "cpu"): EfficiencyPrior(0.323, 0.163, 0.710, 42),
+    ("llamacpp", "gpu"): EfficiencyPrior(0.367, 0.209, 0.882, 246),
+    ("server", "gpu"): EfficiencyPrior(0.509, 0.209, 0.882, 1),
+    ("*", "*"): EfficiencyPrior(0.431, 0.221, 0.835, 411),
+    ("*", "apple_soc"): EfficiencyPrior(0.711, 0.551, 0.804, 122),
+    ("*", "cpu"): EfficiencyPrior(0.323, 0.163, 0.710, 42),
+    ("*", "gpu"): EfficiencyPrior(0.367, 0.209, 0.882, 247),
 }
 # ---------------------------------------------------------------------------------------------
 

@@ -362,6 +362,12 @@ class _Strata:
         return _Strata(self.kind[mask], self.device[mask], self.names)
 
 
+#: Pooled out-of-fold residuals number their folds ``fold + grouping × SCHEME_STRIDE`` (fewer
+#: folds than this per grouping), so :func:`_choose_level` can tell the groupings apart.
+SCHEME_STRIDE = 10_000
+FLOOR_COVERAGE = 0.75
+
+
 def _offsets(residuals: FloatArray, strata: _Strata, level: float) -> dict[str, tuple[float, float]]:
     """Conformal offsets (log space) at a central ``level``: pooled (``"*"``), and per hardware
     kind with at least :data:`MIN_STRATUM` residuals from :data:`MIN_STRATUM_GROUPS` devices (a
@@ -433,10 +439,17 @@ def _choose_level(residuals: FloatArray, strata: _Strata, folds: npt.NDArray[np.
     percentile of pooled residuals covers fewer than 80 % of a new device's runs; the level is
     widened until it does (binary search: coverage grows with the level). The same search as
     :func:`_fold_coverage` at each level tried, with each fold's offsets at every level
-    computed once (:class:`_LevelOffsets`)."""
+    computed once (:class:`_LevelOffsets`).
+
+    Folds of several groupings pooled (numbered ``fold + grouping × SCHEME_STRIDE``) are
+    conformalized per grouping: the level is the smallest at which *each* grouping's fold-by-fold
+    coverage reaches :data:`NOMINAL_COVERAGE`, so a grouping whose residuals are wider (held-out
+    sources, against held-out devices of sources the fold knows) is not under-covered because the
+    other's are narrow."""
     names = np.unique(folds).tolist()
     if len(names) < 2:
         return NOMINAL_COVERAGE
+    schemes = [folds // SCHEME_STRIDE == code for code in np.unique(folds // SCHEME_STRIDE).tolist()]
     parts = []
     for fold in names:
         test = folds == fold
@@ -447,7 +460,7 @@ def _choose_level(residuals: FloatArray, strata: _Strata, folds: npt.NDArray[np.
         covered = np.zeros(len(residuals), dtype=bool)
         for test, held_out, held_strata, offsets in parts:
             covered[test] = _inside(held_out, held_strata, offsets.at(mid))
-        if covered.mean() >= NOMINAL_COVERAGE:
+        if covered.mean() >= NOMINAL_COVERAGE and all(covered[scheme].mean() >= FLOOR_COVERAGE for scheme in schemes):
             hi = mid
         else:
             lo = mid + 1
@@ -1143,7 +1156,7 @@ def _fit(
             # the level chosen so the pooled fold-by-fold coverage reaches 80 %.
             seen = [~unseen_rows[i] for i in chosen if (~unseen_rows[i]).any()]
             residuals = np.concatenate([r for _, r, _ in pooled])
-            folds = np.concatenate([f + i * 10_000 for i, (_, _, f) in enumerate(pooled)])
+            folds = np.concatenate([f + i * SCHEME_STRIDE for i, (_, _, f) in enumerate(pooled)])
             strata = _Strata(
                 np.concatenate([one.kind[m] for m in seen]), np.concatenate([one.device[m] for m in seen]), one.names
             )

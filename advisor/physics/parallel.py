@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from advisor.physics.roofline import weight_bytes
 from advisor.physics.specs import HardwareSpec, ModelSpec, QuantSpec
 
 __all__ = [
@@ -194,7 +195,7 @@ def tp_communication_seconds(model: ModelSpec, *, tp: int, tokens: float, interc
 
 def decode_step_seconds_ideal(hardware: HardwareSpec, model: ModelSpec, quant: QuantSpec, *, tp: int) -> float:
     """One decode step at perfect TP scaling, weights only: ``active_weight_bytes / (tp × BW)``."""
-    active = model.active_params_b * 1e9 * quant.bits_per_weight / 8.0
+    active = weight_bytes(model, quant, active=True)
     return active / (max(tp, 1) * hardware.mem_bandwidth_gb_s * 1e9)
 
 
@@ -266,7 +267,7 @@ def smallest_fitting_tp(
     """
     if not hardware.memory_gb or gpu_count < 1:
         return None
-    weights = model.params_b * 1e9 * quant.bits_per_weight / 8.0
+    weights = weight_bytes(model, quant)
     device = hardware.memory_gb * 1024**3  # GiB, as the engines count it (roofline.GIB)
     tp = 1
     while tp <= gpu_count:

@@ -145,9 +145,19 @@ def kv_bytes_per_element(kv_cache_dtype: str) -> float:
 
 def weight_bytes(model: ModelSpec, quant: QuantSpec, *, active: bool = False) -> float:
     """``params × bits_per_weight / 8`` bytes: all parameters (resident), or the active ones
-    (read per decoded token) with ``active=True``."""
+    (read per decoded token) with ``active=True``.
+
+    A format that quantizes only the routed experts (``quant.dense_bits_per_weight``) stores the
+    rest at its own width: ``experts × bits / 8 + others × dense_bits / 8``. gpt-oss-20b's own
+    MXFP4 checkpoint reads 2.49 B expert parameters at 4.25 bits and 1.11 B others at 16 per
+    token, 3.5 GB, not the 1.9 GB of 3.6 B parameters at 4.25 bits."""
     params_b = model.active_params_b if active else model.params_b
-    return params_b * 1e9 * quant.bits_per_weight / 8.0
+    split = model.expert_split() if quant.dense_bits_per_weight is not None else None
+    if split is None or quant.dense_bits_per_weight is None:
+        return params_b * 1e9 * quant.bits_per_weight / 8.0
+    experts_b = split[1] if active else split[0]
+    others_b = model.active_params_b - split[1]
+    return (experts_b * quant.bits_per_weight + others_b * quant.dense_bits_per_weight) * 1e9 / 8.0
 
 
 def _layer_split(model: ModelSpec) -> tuple[int, int] | None:

@@ -206,6 +206,19 @@ class ModelSpec:
     num_experts: int | None = None
     num_experts_per_tok: int | None = None
 
+    def expert_split(self) -> tuple[float, float] | None:
+        """``(routed expert parameters in all, routed expert parameters per token)``, in
+        billions, from the totals and the expert counts: an expert holds
+        ``(params − active) / (E − k)``; None for a dense model or unknown counts (or totals that
+        leave no room for the non-expert tensors)."""
+        experts, per_tok = self.num_experts, self.num_experts_per_tok
+        if not experts or not per_tok or experts <= per_tok or self.params_b <= self.active_params_b:
+            return None
+        expert = (self.params_b - self.active_params_b) / (experts - per_tok)
+        if per_tok * expert > self.active_params_b:
+            return None
+        return experts * expert, per_tok * expert
+
     @property
     def is_moe(self) -> bool:
         """True when fewer parameters are used per token than exist (mixture of experts)."""
@@ -230,12 +243,20 @@ class QuantSpec:
     """A weight format. ``bits_per_weight`` is the effective storage cost including scales.
 
     ``family``: ``float``, ``int``, ``gguf``, ``mx``, ``nv`` (quantization.csv).
+
+    ``dense_bits_per_weight``: for a format that quantizes only a mixture-of-experts model's
+    routed expert tensors, what the other tensors (attention, router, shared layers, embeddings)
+    are stored at: 16 for gpt-oss's own MXFP4 checkpoint (``quantization_config`` leaves
+    ``self_attn``, the router, the embeddings and ``lm_head`` unconverted), 8.5 for llama.cpp's
+    ``MXFP4_MOE`` file type (the other tensors Q8_0). None: every tensor at ``bits_per_weight``.
+    It applies to MoE models whose expert counts are known; a dense model is stored uniformly.
     """
 
     id: str
     name: str
     bits_per_weight: float
     family: str
+    dense_bits_per_weight: float | None = None
 
     @property
     def native_compute(self) -> str:

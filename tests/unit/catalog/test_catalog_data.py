@@ -21,10 +21,10 @@ def test_row_counts(catalog: Catalog) -> None:
     # runs name, the RTX PRO 6000 Blackwell Workstation and Server editions); 54 models + 15
     # (models_added.csv: Llama 3 8B/70B, Qwen2-7B, Nemotron-3-Nano-30B-A3B, Llama 2 7B/70B, OPT-125M,
     # Qwen3-4B-Thinking-2507, Mistral-7B-Instruct-v0.2, MiniMax-M2.5, Qwen3.6-35B-A3B, Qwen3.6-27B,
-    # Qwen3.8-27B, Qwen3.5-4B, Qwen2.5-Coder-7B-Instruct); 16 formats + MLX 4/8-bit.
+    # Qwen3.8-27B, Qwen3.5-4B, Qwen2.5-Coder-7B-Instruct); 16 formats + MLX 4/8-bit + llama.cpp's MXFP4_MOE (session 8).
     assert len(catalog.list_hardware()) == 68
     assert len(catalog.list_models()) == 69
-    assert len(catalog.list_quantizations()) == 18
+    assert len(catalog.list_quantizations()) == 19
 
 
 def test_kv_bytes_match_the_csv_column(catalog: Catalog) -> None:

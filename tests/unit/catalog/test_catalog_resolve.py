@@ -151,7 +151,7 @@ def test_two_different_gpus_in_one_string_are_ambiguous(catalog: Catalog) -> Non
         ("hf.co/bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M", "llama-3.2-3b", "gguf-q4_k_m"),
         # llama-bench model_type (verbatim from the real llama.cpp files)
         ("llama 1B Q4_K - Medium", "llama-3.2-1b", "gguf-q4_k_m"),
-        ("gpt-oss 20B MXFP4 MoE", "gpt-oss-20b", "mxfp4"),
+        ("gpt-oss 20B MXFP4 MoE", "gpt-oss-20b", "gguf-mxfp4_moe"),
         ("gpt-oss 20B F16", "gpt-oss-20b", "f16-bf16"),
         ("llama 8B Q4_K - Medium", "llama-3.1-8b", "gguf-q4_k_m"),
         # v0.2 has its own row (models_added.csv): the v0.3 shapes with a 32,000-token vocabulary
@@ -209,7 +209,7 @@ def test_unknown_models_are_refused_with_suggestions(catalog: Catalog, name: str
         ("Q8_0", "gguf-q8_0"),
         ("Q2_K - Medium", "gguf-q2_k"),
         ("mxfp4", "mxfp4"),
-        ("MXFP4 MoE", "mxfp4"),
+        ("MXFP4 MoE", "gguf-mxfp4_moe"),
         ("nvfp4", "nvfp4"),
         ("F32", "f32"),
         ("gguf-q6_k", "gguf-q6_k"),
