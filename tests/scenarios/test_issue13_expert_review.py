@@ -799,7 +799,7 @@ EXPERTS: list[Expert] = [
             verdict="warn",
         ),
         present=("PRE004",),
-        title_has=(("PRE004", "cannot meet both objectives"), ("PRE004", "≈ 257 ms")),
+        title_has=(("PRE004", "cannot meet both objectives"), ("PRE004", "≈ 256 ms")),
         fix_has=(("PRE004", "disaggregate"),),
         # vLLM 0.11 caches prefixes by default: no "enable" for a switch that is on.
         fix_lacks=(("PRE004", "--enable-prefix-caching"),),
