@@ -286,3 +286,23 @@ def test_a_device_known_by_its_bandwidth_alone_gets_a_wider_prefill_band(public_
     assert prior.prefill_tok_s.low == pytest.approx(
         prior.prefill_tok_s.expected * (cell.p10 / cell.median) ** ESTIMATED_WIDENING
     )
+
+
+@pytest.mark.parametrize("quant_name", ["f16", "Q4_K_M"])
+def test_llamacpp_on_an_h200_decodes_at_the_h100s_issue_rate(public_fit: FitResult, quant_name: str) -> None:
+    # The H200 is the H100 SXM's GH100 die (132 SMs, 1.98 GHz) with HBM3e at 4.8 TB/s: llama.cpp's
+    # issue-bound decode kernels reach the same effective bandwidth on both (hardware_sm.csv), so
+    # the H200's 43 % higher bandwidth ceiling does not make it decode faster. Without its SM
+    # row it was expected 1.7x faster than the H100 at F16.
+    quant = CATALOG.resolve_quantization(quant_name)
+    rates = {}
+    for device in ("nvidia-h100-sxm", "nvidia-h200-sxm"):
+        hw = CATALOG.resolve_hardware(device)
+        assert hw.sm_count == 132 and hw.boost_clock_mhz == 1980.0
+        roof = analyse(hw, LLAMA_8B, quant)
+        band = public_fit.model(roof, runtime="llamacpp", hardware_kind="gpu", hardware=hw, model=LLAMA_8B, quant=quant)
+        assert band.decode_tok_s is not None
+        rates[device] = (band.decode_tok_s.expected, roof.decode_ceiling_tok_s)
+    (h100, h100_ceiling), (h200, h200_ceiling) = rates["nvidia-h100-sxm"], rates["nvidia-h200-sxm"]
+    assert h200_ceiling > 1.4 * h100_ceiling
+    assert h200 == pytest.approx(h100, rel=0.02)
