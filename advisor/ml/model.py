@@ -30,6 +30,7 @@ from advisor.ml.features import (
     feature_row,
     hardware_family,
     neutral_columns,
+    runtime_family,
     tree_rows,
 )
 from advisor.ml.forest import CompiledPipeline
@@ -41,9 +42,11 @@ __all__ = [
     "COMPUTE_TARGETS",
     "FALLBACK_SHIFT",
     "FALLBACK_WIDENING",
+    "THIN_CELL_SOURCES",
     "Fallback",
     "Head",
     "PerformanceModel",
+    "runtime_cell",
 ]
 
 #: From this many rows on, scikit-learn's own predict is faster than the per-row evaluator.
@@ -65,6 +68,21 @@ FALLBACK_WIDENING = 1.5
 #: unseen family 1.5x off either way.
 FALLBACK_SHIFT = math.log(1.5)
 
+#: A runtime family (``server``, ``llamacpp``, ``mlx``) measured on a kind of device in fewer
+#: than this many sources (publications, fleet deployments) is barely known there: its band is
+#: widened to cover the fallback's (the band of a kind never seen), though the point prediction
+#: stays the model's. One publication's rows say how that benchmark scatters around the model,
+#: not how far the next one sits off (the shipped runs have the GPU servers from one source, NIM's
+#: four rows; docs/model.md, "Session 8").
+THIN_CELL_SOURCES = 2
+
+
+def runtime_cell(kind: object, family: object) -> str | None:
+    """``kind/runtime family`` (``gpu/server``), or None when either is unknown."""
+    if not isinstance(kind, str) or not isinstance(family, str):
+        return None
+    return f"{kind}/{family}"
+
 
 @dataclass(frozen=True)
 class Fallback:
@@ -79,14 +97,28 @@ class Fallback:
     #: ``"constant"``: roofline × ``constant``; ``"base"``: the physics-shaped base alone (what
     #: scored better on kinds left out in cross-validation, :func:`advisor.ml.train.fit`).
     mode: str = "constant"
+    #: Sources per :func:`runtime_cell` in the training rows; None for artifacts fitted before
+    #: session 8 (no cell is then judged thin).
+    cells: Mapping[str, int] | None = None
+
+    def thin(self, cell: str | None) -> int | None:
+        """The sources a known kind's runtime cell was measured in when fewer than
+        :data:`THIN_CELL_SOURCES` (0: never), else None."""
+        if self.cells is None or cell is None:
+            return None
+        found = self.cells.get(cell, 0)
+        return found if found < THIN_CELL_SOURCES else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "constant": self.constant,
             "interval": list(self.interval),
             "families": sorted(self.families),
             "mode": self.mode,
         }
+        if self.cells is not None:
+            out["cells"] = dict(sorted(self.cells.items()))
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fallback:
@@ -95,7 +127,9 @@ class Fallback:
         if mode not in ("constant", "base"):
             raise ValueError(f"unknown fallback mode {mode!r}")
         families = frozenset(str(k) for k in data["families"])
-        return cls(float(data["constant"]), (float(low), float(high)), families, mode)
+        cells = data.get("cells")
+        found = {str(k): int(v) for k, v in cells.items()} if isinstance(cells, Mapping) else None
+        return cls(float(data["constant"]), (float(low), float(high)), families, mode, found)
 
 
 @dataclass
@@ -199,6 +233,7 @@ class PerformanceModel:
         kinds = np.array([row[2] if isinstance(row[2], str) else "*" for row in rows])
         families = np.array([hardware_family(row[2], row[3]) for row in rows])
         estimated = np.array([item.roofline.prefill_tflops_estimated for item in items], dtype=bool)
+        cells = np.array([runtime_cell(row[2], row[1]) or "" for row in rows])
         out: dict[str, npt.NDArray[np.float64]] = {}
         # Encoded once per set of categories, not once per head (the heads of one fit mostly
         # share them): ~1 ms per head on 1,000 rows.
@@ -227,6 +262,17 @@ class PerformanceModel:
                     else:
                         ratio[mask] = head.fallback.constant
                     low[mask], high[mask] = min(head.fallback.interval[0], 0.0), max(head.fallback.interval[1], 0.0)
+            if head.fallback is not None and head.fallback.cells is not None:
+                # A runtime family barely measured on a known kind: the model's answer, the
+                # band at least as wide as the unseen kind's.
+                fb_low, fb_high = min(head.fallback.interval[0], 0.0), max(head.fallback.interval[1], 0.0)
+                for cell in np.unique(cells).tolist():
+                    if cell and head.fallback.thin(cell) is not None:
+                        mask = cells == cell
+                        for family in np.unique(families[mask]).tolist():
+                            if not head.falls_back(family):
+                                both = mask & (families == family)
+                                low[both], high[both] = np.minimum(low[both], fb_low), np.maximum(high[both], fb_high)
             if target in COMPUTE_TARGETS and estimated.any():
                 # The device's compute is the physics' stand-in: the band widens as for an unseen
                 # kind (the reference itself is uncertain).
@@ -249,7 +295,12 @@ class PerformanceModel:
         for i, item in enumerate(items):
             family = _family_of(item)
             carrier = "baseline" if any(head.falls_back(family) for head in heads) else "model"
-            out.append(self._expectations(item.roofline, {t: c[i] for t, c in columns.items()}, carrier))
+            thin = None
+            if carrier == "model":
+                cell = runtime_cell(item.hardware_kind, runtime_family(item.runtime))
+                counts = [h.fallback.thin(cell) for h in heads if h.fallback is not None]
+                thin = next((n for n in counts if n is not None), None)
+            out.append(self._expectations(item.roofline, {t: c[i] for t, c in columns.items()}, carrier, thin))
         return out
 
     def expectations(
@@ -269,7 +320,9 @@ class PerformanceModel:
 
     __call__ = expectations
 
-    def _expectations(self, roof: Roofline, values: Mapping[str, Sequence[float]], carrier: str) -> Expectations:
+    def _expectations(
+        self, roof: Roofline, values: Mapping[str, Sequence[float]], carrier: str, thin: int | None = None
+    ) -> Expectations:
         decode = _band(values["decode_tok_s"], reference("decode_tok_s", roof))
         prefill = _band(values["prefill_tok_s"], reference("prefill_tok_s", roof))
         itl: Band | None = None
@@ -301,6 +354,11 @@ class PerformanceModel:
         heads = ", ".join(sorted(self.heads))
         if carrier == "baseline":
             derived.append("kind or vendor of device unseen in training: answered by a baseline, wider band")
+        elif thin is not None:
+            derived.append(
+                f"this runtime family was measured on this kind of device in {thin} source(s) of the training "
+                "data: band widened to the unseen-kind band"
+            )
         note = f"; {', '.join(derived)}" if derived else ""
         return Expectations(
             decode_tok_s=decode,

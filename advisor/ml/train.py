@@ -58,7 +58,7 @@ from advisor.ml.features import (
     hardware_family,
     tree_frame,
 )
-from advisor.ml.model import FALLBACK_SHIFT, Fallback, Head, PerformanceModel
+from advisor.ml.model import FALLBACK_SHIFT, Fallback, Head, PerformanceModel, runtime_cell
 from advisor.ml.pipeline import (
     GBM_PARAMS,
     FoldBins,
@@ -899,7 +899,20 @@ def _fallback(ts: TrainingSet, mode: str, base: FloatArray, shift: float = FALLB
     constant = weighted_median(ts.y, ts.weight)
     answer = np.full(len(ts), constant) if mode == "constant" else base
     interval = _fallback_offsets(ts.y - answer, shift)
-    return Fallback(constant, interval, frozenset(str(f) for f in np.unique(hardware_families(ts)).tolist()), mode)
+    families = frozenset(str(f) for f in np.unique(hardware_families(ts)).tolist())
+    return Fallback(constant, interval, families, mode, runtime_cells(ts))
+
+
+def runtime_cells(ts: TrainingSet) -> dict[str, int]:
+    """How many sources measured each :func:`advisor.ml.model.runtime_cell` of the rows."""
+    families = ts.features["runtime_family"].to_numpy(dtype=object)[ts.index].tolist()
+    kinds = ts.features["hardware_kind"].to_numpy(dtype=object)[ts.index].tolist()
+    seen: dict[str, set[str]] = {}
+    for kind, family, source in zip(kinds, families, ts.source.tolist(), strict=True):
+        cell = runtime_cell(kind, family)
+        if cell is not None:
+            seen.setdefault(cell, set()).add(str(source))
+    return {cell: len(sources) for cell, sources in sorted(seen.items())}
 
 
 def _fallback_offsets(residuals: FloatArray, shift: float = 0.0) -> tuple[float, float]:

@@ -175,6 +175,38 @@ def test_an_unseen_kind_of_device_is_answered_by_a_baseline(public_fit: FitResul
     assert seen.carried_by == "model"
 
 
+def test_a_runtime_family_seen_in_one_source_keeps_its_answer_but_gets_the_unseen_kind_band(
+    public_fit: FitResult,
+) -> None:
+    """The published runs measure GPU servers in one source (NIM's rows): a vLLM prediction on an
+    H100 is the model's, its band at least the unseen kind's, and it says so. llama.cpp on a GPU
+    (two sources and more) keeps the GPU kind's conformal band."""
+    head = public_fit.model.heads["decode_tok_s"]
+    assert head.fallback is not None and head.fallback.cells is not None
+    assert head.fallback.cells["gpu/server"] == 1 and head.fallback.thin("gpu/server") == 1
+    assert head.fallback.thin("gpu/llamacpp") is None
+    assert head.fallback.thin("gpu/mlx") == 0  # never measured there
+    gpu = CATALOG.resolve_hardware("nvidia-h100-sxm")
+    roof = analyse(gpu, LLAMA_8B, CATALOG.resolve_quantization("bf16"), prompt_tokens=512)
+    kwargs = {"hardware_kind": "gpu", "hardware": gpu, "model": LLAMA_8B}
+    server = public_fit.model(roof, runtime="vllm", **kwargs)
+    local = public_fit.model(roof, runtime="llamacpp", **kwargs)
+    assert server.carried_by == local.carried_by == "model"
+    assert "measured on this kind of device in 1 source(s)" in server.source
+    assert "source(s)" not in local.source
+    fb_low, fb_high = head.fallback.interval
+    gpu_low, gpu_high = head.offsets("gpu")
+    assert (fb_low, fb_high) != (gpu_low, gpu_high)
+    for exp, (low, high) in ((server, (min(fb_low, gpu_low), max(fb_high, gpu_high))), (local, (gpu_low, gpu_high))):
+        band = exp.decode_tok_s
+        assert band is not None
+        assert band.low == pytest.approx(band.expected * math.exp(low))
+        assert band.high == pytest.approx(min(band.expected * math.exp(high), roof.decode_ceiling_batch_tok_s))
+    # An artifact fitted before the cells were recorded judges nothing thin.
+    old = Fallback.from_dict({k: v for k, v in head.fallback.to_dict().items() if k != "cells"})
+    assert old.cells is None and old.thin("gpu/server") is None
+
+
 def test_the_fallback_survives_the_artifact(public_fit: FitResult) -> None:
     loaded = loads(dumps(public_fit.model, version="v-test", meta={}))
     for target, head in public_fit.model.heads.items():
