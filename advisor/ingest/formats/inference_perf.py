@@ -99,6 +99,7 @@ def parse_lifecycle(doc: dict[str, Any]) -> CanonicalRun:
         metrics.output_throughput_tok_s = as_float(throughput.get("output_tokens_per_sec"))
         metrics.total_throughput_tok_s = as_float(throughput.get("total_tokens_per_sec"))
         metrics.request_throughput_rps = as_float(throughput.get("requests_per_sec"))
+        _reconcile_tpot(metrics, workload.output_tokens_mean, notes)
         decode_from_tpot(metrics)
         if workload.concurrency is not None:
             prefill_from_ttft(metrics, workload, notes)
@@ -112,6 +113,38 @@ def parse_lifecycle(doc: dict[str, Any]) -> CanonicalRun:
         setup=Setup(),
         source=Source(notes=notes),
     )
+
+
+#: How far the report's mean TPOT may sit from what its own mean latencies imply before it is
+#: not taken (means of per-request ratios differ from ratios of means by a few per cent when
+#: output lengths vary; a factor of 1.5 is no such rounding).
+TPOT_MISMATCH = 1.5
+
+
+def _reconcile_tpot(metrics: Metrics, output_mean: float | None, notes: list[str]) -> None:
+    """Keep ``time_per_output_token`` only when it agrees with the report's own definition of it,
+    ``(request_latency − ttft) / (output tokens − 1)``, evaluated on the means.
+
+    A real vLLM 0.11 report (kubernetes-sigs/inference-perf's KubeCon NA 2025 demo, Llama-3.1-8B on
+    an H100) has a mean TPOT of 3.48 ms and a mean inter-token gap of 3.48 ms whose median is 34 µs,
+    while its latencies give (483 − 33) / (62.35 − 1) = 7.34 ms: its streamed gaps count about two
+    per output token, half of them near zero. 3.48 ms per token would be 288 tok/s on a device
+    whose bandwidth allows 208, so the gaps are not kept: TPOT becomes the latencies' figure (a
+    mean, no percentiles) and the ITL statistics are dropped, with a note."""
+    tpot, e2e, ttft = metrics.tpot_ms.mean, metrics.e2e_ms.mean, metrics.ttft_ms.mean
+    if tpot is None or e2e is None or ttft is None or output_mean is None or output_mean <= 2 or tpot <= 0:
+        return
+    implied = (e2e - ttft) / (output_mean - 1)
+    if implied <= 0 or 1 / TPOT_MISMATCH <= tpot / implied <= TPOT_MISMATCH:
+        return
+    notes.append(
+        f"time_per_output_token (mean {tpot:.3g} ms) does not add up to the report's own latencies: "
+        f"(request_latency {e2e:.4g} ms - time_to_first_token {ttft:.4g} ms) / ({output_mean:.4g} - 1 output "
+        f"tokens) = {implied:.3g} ms; the streamed gaps are not one per token, so TPOT is taken from the "
+        "latencies (mean only) and the inter-token latency statistics are left out"
+    )
+    metrics.tpot_ms = Percentiles(mean=implied)
+    metrics.itl_ms = Percentiles()
 
 
 def _check_order(metrics: Metrics) -> None:

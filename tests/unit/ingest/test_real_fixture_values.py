@@ -225,6 +225,27 @@ def test_inference_perf_rate_stage_keeps_its_rate_and_derives_nothing() -> None:
     assert not any("load_summary.concurrency" in n for n in run.source.notes)
 
 
+def test_inference_perf_tpot_that_does_not_add_up_to_its_latencies_is_not_taken() -> None:
+    """The KubeCon vLLM stage: mean TPOT 3.48 ms (ITL median 34 µs: about two gaps per token), but
+    (483.2 - 33.3) / (62.35 - 1) = 7.33 ms from its own latencies; 288 tok/s would beat the H100's
+    bandwidth ceiling (208 tok/s for Llama-3.1-8B BF16). TPOT comes from the latencies, ITL goes."""
+    (run,) = _runs(IPERF_STAGE, "inference_perf")
+    m = run.metrics
+    assert m.tpot_ms.mean == pytest.approx((483.228 - 33.319) / (62.35 - 1), rel=1e-3)
+    assert m.tpot_ms.p50 is None and m.itl_ms.mean is None and m.itl_ms.p50 is None
+    assert m.decode_tok_s == pytest.approx(1000.0 / m.tpot_ms.mean)
+    assert 130 < m.decode_tok_s < 140
+    assert any("does not add up to the report's own latencies" in n for n in run.source.notes)
+    # The same report with TPOT and ITL at one gap per token keeps them, percentiles included.
+    doc = json.loads(IPERF_STAGE.read_bytes())
+    for name in ("time_per_output_token", "inter_token_latency"):
+        doc["successes"]["latency"][name] = {k: v * 2.1 for k, v in doc["successes"]["latency"][name].items()}
+    (kept,) = parse(Input(json.dumps(doc).encode(), file_name=IPERF_STAGE.name))[1]
+    assert kept.metrics.tpot_ms.p50 is not None and kept.metrics.itl_ms.mean is not None
+    assert kept.metrics.tpot_ms.mean == pytest.approx(3.4776 * 2.1, rel=1e-3)
+    assert not any("does not add up" in n for n in kept.source.notes)
+
+
 def test_bench_console_without_cap_derives_concurrency_from_peak() -> None:
     text = CONSOLE.read_text("utf-8")
     stripped = "\n".join(line for line in text.splitlines() if not line.startswith("Maximum request concurrency"))
