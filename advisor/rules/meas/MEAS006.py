@@ -20,7 +20,11 @@ class FasterThanPhysics(Rule):
     a latency that excludes most tokens. Every physics-based finding on this run would be wrong,
     so the decode findings are replaced by this one. With more GPUs than one model copy uses
     (``gpu_count`` above tensor × pipeline parallel), the streams are taken as shared by the
-    replicas, so each stream's ceiling is a replica's.
+    replicas, so each stream's ceiling is a replica's. For a mixture-of-experts model decoding
+    several streams, the ceiling is the one where every token of a step routes to the same experts
+    (the fewest bytes a step can read): the per-stream ceiling the physics quotes assumes uniform
+    routing, whose expert union is the largest a batch reads on average, and real routing is
+    skewed, so a measurement above it is no proof of a wrong setup.
 
     ## Fix
     Check and correct ``setup.hardware``, ``setup.quantization``, ``setup.model`` (active
@@ -54,6 +58,15 @@ class FasterThanPhysics(Rule):
             per = whatif.reanalyse(ctx, concurrency=max(1, round(cur.concurrency / replicas)))
             if per is not None:
                 ceiling = max(ceiling, per.decode_ceiling_batch_tok_s)
+        model = ctx.model
+        if model is not None and model.is_moe and cur.concurrency > 1:
+            # The upper bound at a skewed routing: one token's experts serve the whole step.
+            skewed = (
+                cur.mem_bandwidth_gb_s
+                * 1e9
+                / (cur.active_weight_bytes + cur.concurrency * (cur.decode_kv_bytes_per_sequence or 0.0))
+            )
+            ceiling = max(ceiling, skewed)
         ratio = decode / ceiling
         severity = self.t("over_ceiling").severity_of(ratio)
         if not severity:
