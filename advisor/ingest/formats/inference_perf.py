@@ -129,8 +129,9 @@ def _reconcile_tpot(metrics: Metrics, output_mean: float | None, notes: list[str
     an H100) has a mean TPOT of 3.48 ms and a mean inter-token gap of 3.48 ms whose median is 34 µs,
     while its latencies give (483 − 33) / (62.35 − 1) = 7.34 ms: its streamed gaps count about two
     per output token, half of them near zero. 3.48 ms per token would be 288 tok/s on a device
-    whose bandwidth allows 208, so the gaps are not kept: TPOT becomes the latencies' figure (a
-    mean, no percentiles) and the ITL statistics are dropped, with a note."""
+    whose bandwidth allows 208, so TPOT becomes the latencies' figure (a mean, no percentiles),
+    with a note. The inter-token latencies stay as measured: what they time (chunks, not tokens)
+    is for the analysis to say (MEAS008)."""
     tpot, e2e, ttft = metrics.tpot_ms.mean, metrics.e2e_ms.mean, metrics.ttft_ms.mean
     if tpot is None or e2e is None or ttft is None or output_mean is None or output_mean <= 2 or tpot <= 0:
         return
@@ -140,11 +141,10 @@ def _reconcile_tpot(metrics: Metrics, output_mean: float | None, notes: list[str
     notes.append(
         f"time_per_output_token (mean {tpot:.3g} ms) does not add up to the report's own latencies: "
         f"(request_latency {e2e:.4g} ms - time_to_first_token {ttft:.4g} ms) / ({output_mean:.4g} - 1 output "
-        f"tokens) = {implied:.3g} ms; the streamed gaps are not one per token, so TPOT is taken from the "
-        "latencies (mean only) and the inter-token latency statistics are left out"
+        f"tokens) = {implied:.3g} ms; the streamed gaps are not one per token, so TPOT (and the decode "
+        "rate) is taken from the latencies, mean only"
     )
     metrics.tpot_ms = Percentiles(mean=implied)
-    metrics.itl_ms = Percentiles()
 
 
 def _check_order(metrics: Metrics) -> None:

@@ -228,11 +228,13 @@ def test_inference_perf_rate_stage_keeps_its_rate_and_derives_nothing() -> None:
 def test_inference_perf_tpot_that_does_not_add_up_to_its_latencies_is_not_taken() -> None:
     """The KubeCon vLLM stage: mean TPOT 3.48 ms (ITL median 34 µs: about two gaps per token), but
     (483.2 - 33.3) / (62.35 - 1) = 7.33 ms from its own latencies; 288 tok/s would beat the H100's
-    bandwidth ceiling (208 tok/s for Llama-3.1-8B BF16). TPOT comes from the latencies, ITL goes."""
+    bandwidth ceiling (208 tok/s for Llama-3.1-8B BF16). TPOT comes from the latencies; the ITL
+    statistics stay as measured (MEAS008 says what they time)."""
     (run,) = _runs(IPERF_STAGE, "inference_perf")
     m = run.metrics
     assert m.tpot_ms.mean == pytest.approx((483.228 - 33.319) / (62.35 - 1), rel=1e-3)
-    assert m.tpot_ms.p50 is None and m.itl_ms.mean is None and m.itl_ms.p50 is None
+    assert m.tpot_ms.p50 is None
+    assert m.itl_ms.p50 == pytest.approx(0.0339, rel=1e-2)
     assert m.decode_tok_s == pytest.approx(1000.0 / m.tpot_ms.mean)
     assert 130 < m.decode_tok_s < 140
     assert any("does not add up to the report's own latencies" in n for n in run.source.notes)
