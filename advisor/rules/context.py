@@ -629,7 +629,7 @@ def build_context(
         missing.append(MissingField(path, reason, blocks[kind], SUPPLY_HINTS[path]))
     hardware = resolved.hardware
     model = resolved.model
-    quant = _with_measured_bits(resolved.quantization, measured_bits, setup.runtime, notes)
+    quant = _with_measured_bits(resolved.quantization, measured_bits, setup.runtime, notes, model)
 
     if setup.runtime is None:
         missing.append(
@@ -876,16 +876,44 @@ def _measured_bits(run: CanonicalRun) -> float | None:
 
 
 def _with_measured_bits(
-    quant: QuantSpec | None, measured: float | None, runtime: str | None, notes: list[str]
+    quant: QuantSpec | None,
+    measured: float | None,
+    runtime: str | None,
+    notes: list[str],
+    model: ModelSpec | None = None,
 ) -> QuantSpec | None:
     """The declared format, or the file's measured density where the two disagree (or none is
-    declared): the physics must judge what ran, not the name of the file."""
+    declared): the physics must judge what ran, not the name of the file.
+
+    A mixture-of-experts file that measures fewer bits than its declared type holds its routed
+    experts narrower (gpt-oss's GGUF "F16": MXFP4 experts, F16 elsewhere): the other tensors,
+    which every token reads, keep the declared width and the experts take what the file's size
+    leaves, ``(measured × params − others × declared) / experts``."""
     if measured is None:
         return quant
     if quant is not None and abs(measured - quant.bits_per_weight) <= _BITS_TOLERANCE * quant.bits_per_weight:
         return quant
     # llama.cpp mixes tensor types in one GGUF and computes in fp16 whatever the storage.
     family = "gguf" if runtime == "llamacpp" or quant is None else quant.family
+    split = (
+        model.expert_split() if model is not None and quant is not None and measured < quant.bits_per_weight else None
+    )
+    if split is not None and quant is not None and model is not None:
+        others = model.params_b - split[0]
+        experts = (measured * model.params_b - others * quant.bits_per_weight) / split[0]
+        if 1.0 <= experts < measured:
+            notes.append(
+                f"bits per weight derived: {measured:.3g} from the file's model_size × 8 / model_n_params, not the "
+                f"{quant.bits_per_weight:g} its name {quant.name} implies: the routed experts are stored at "
+                f"{experts:.3g} bits and the other tensors, read by every token, at {quant.bits_per_weight:g}"
+            )
+            return QuantSpec(
+                quant.id,
+                f"{quant.name} (experts measured at {experts:.2f} bits)",
+                experts,
+                family,
+                dense_bits_per_weight=quant.bits_per_weight,
+            )
     if quant is None:
         notes.append(f"bits per weight derived: {measured:.3g}, from the file's model_size × 8 / model_n_params")
         return QuantSpec("measured", f"measured {measured:.2f} bits per weight", measured, family)
