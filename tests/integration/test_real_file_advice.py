@@ -1128,10 +1128,9 @@ def test_a_gguf_named_f16_with_mxfp4_experts_is_judged_at_its_measured_bits(clie
         # what the file's size leaves, (5.27 × 21 − 1.11 × 16) / 19.89 ≈ 4.67 bits, and the F16
         # tensors, read by every token, keep 16 (not 5.27 bits for every weight).
         assert "the routed experts are stored at 4.67 bits" in result["analysis"]["notes"][0]
-        for rec in result["recommendations"]:
-            at = re.search(r"Decode is at (\d+)% of the ceiling", rec["title"])
-            if at is not None:  # tg128 at 50 tok/s is ~70 % of 256 GB/s over 3.7 GB a token, not 46 %
-                assert 60 <= int(at.group(1)) <= 80, rec["title"]
+        # Only the experts are narrow: the F16 tensors every token reads could be quantized, so
+        # nothing may say quantization is exhausted.
+        assert "DEC004" not in {r["rule_id"] for r in result["recommendations"]}
 
 
 def test_a_vllm_scrape_queued_at_the_sequence_cap_is_told_to_raise_it(client: Any) -> None:

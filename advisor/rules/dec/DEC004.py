@@ -29,6 +29,9 @@ class QuantizationExhausted(Rule):
     streams them near the memory's speed. Further speed has to come from reading fewer bytes
     (a smaller model), producing more than one token per weight read (speculative decoding), or
     more bandwidth (a device whose spec-sheet GB/s is higher; compute does not matter here).
+    A mixture-of-experts file whose routed experts alone are narrow (gpt-oss's GGUF "F16" or
+    MXFP4_MOE: the attention and output tensors, read by every token, at 16 or 8.5 bits) is not
+    exhausted and is not reported here.
 
     ## Fix
     In order of cost: speculative decoding (an n-gram or EAGLE draft), a smaller model of the same
@@ -70,6 +73,12 @@ class QuantizationExhausted(Rule):
     def evaluate(self, ctx: RunContext) -> Finding | None:
         at_ceiling = decode_at_ceiling(ctx, self.p("max_efficiency"))
         if at_ceiling is None or at_ceiling.bits > self.p("max_bits"):
+            return None
+        dense = ctx.quant.dense_bits_per_weight if ctx.quant is not None else None
+        if dense is not None and dense > self.p("max_bits"):
+            # Only the routed experts are that narrow: the tensors every token reads (gpt-oss's
+            # attention and output in a GGUF "F16" or MXFP4_MOE file) are not, so quantization is
+            # not exhausted.
             return None
         eff, bits, decode, cur = at_ceiling
         severity = damp(
