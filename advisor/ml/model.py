@@ -34,7 +34,7 @@ from advisor.ml.features import (
     tree_rows,
 )
 from advisor.ml.forest import CompiledPipeline
-from advisor.ml.prior import TTFT_OVERHEAD_MS
+from advisor.ml.prior import ttft_overhead
 from advisor.physics import HardwareSpec, ModelSpec, QuantSpec, Roofline
 
 __all__ = [
@@ -300,7 +300,8 @@ class PerformanceModel:
                 cell = runtime_cell(item.hardware_kind, runtime_family(item.runtime))
                 counts = [h.fallback.thin(cell) for h in heads if h.fallback is not None]
                 thin = next((n for n in counts if n is not None), None)
-            out.append(self._expectations(item.roofline, {t: c[i] for t, c in columns.items()}, carrier, thin))
+            values = {t: c[i] for t, c in columns.items()}
+            out.append(self._expectations(item.roofline, values, carrier, thin, item.runtime))
         return out
 
     def expectations(
@@ -321,7 +322,12 @@ class PerformanceModel:
     __call__ = expectations
 
     def _expectations(
-        self, roof: Roofline, values: Mapping[str, Sequence[float]], carrier: str, thin: int | None = None
+        self,
+        roof: Roofline,
+        values: Mapping[str, Sequence[float]],
+        carrier: str,
+        thin: int | None = None,
+        runtime: str | None = None,
     ) -> Expectations:
         decode = _band(values["decode_tok_s"], reference("decode_tok_s", roof))
         prefill = _band(values["prefill_tok_s"], reference("prefill_tok_s", roof))
@@ -338,7 +344,7 @@ class PerformanceModel:
             # No TTFT head (no fleet runs report TTFT yet): the prior's construction on the
             # fitted prefill band.
             prompt = roof.prompt_tokens
-            overhead, overhead_low, overhead_high = TTFT_OVERHEAD_MS
+            overhead, overhead_low, overhead_high = ttft_overhead(runtime)
             ttft = physical_band(
                 prompt / prefill.expected * 1000.0 + overhead,
                 prompt / prefill.high * 1000.0 + overhead_low,

@@ -13,7 +13,7 @@ from advisor.catalog import Catalog
 from advisor.ml.dataset import FleetCell, Observation, fleet_observations
 from advisor.ml.features import FeatureInput
 from advisor.ml.model import BATCH_THRESHOLD, PerformanceModel
-from advisor.ml.prior import TTFT_OVERHEAD_MS, prior_expectations
+from advisor.ml.prior import TTFT_OVERHEAD_MS, prior_expectations, ttft_overhead
 from advisor.ml.train import FitResult, fit
 from advisor.physics import HardwareSpec, Roofline, analyse
 
@@ -46,7 +46,8 @@ def test_ttft_and_itl_follow_from_the_rate_bands_without_tail_heads(public_fit: 
     exp = public_fit.model(roof, runtime="vllm", hardware_kind="gpu", hardware=hw, model=LLAMA_8B, quant=BF16)
     assert exp.prefill_tok_s is not None and exp.ttft_ms is not None and exp.decode_tok_s is not None
     assert exp.itl_ms is not None
-    overhead, low, high = TTFT_OVERHEAD_MS
+    overhead, low, high = ttft_overhead("vllm")
+    assert (overhead, low) == TTFT_OVERHEAD_MS[:2] and high == 100.0  # a server's cited fixed part
     assert exp.ttft_ms.expected == pytest.approx(3000 / exp.prefill_tok_s.expected * 1000 + overhead)
     assert exp.ttft_ms.high == pytest.approx(3000 / exp.prefill_tok_s.low * 1000 + high)
     assert exp.ttft_ms.low == pytest.approx(3000 / exp.prefill_tok_s.high * 1000 + low)
