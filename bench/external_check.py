@@ -35,6 +35,7 @@ from typing import Any
 
 from advisor.canonical import Setup, Workload
 from advisor.catalog import Catalog
+from advisor.domain.predictions.schemas import Band
 from advisor.domain.predictions.services import predict
 from advisor.ml.dataset import public_dataset
 from advisor.ml.train import fit
@@ -185,11 +186,24 @@ class Row:
     concurrency: str
     kind: str  # "decode" or "ttft"
     measured: float
-    expected: float | None
-    low: float | None
-    high: float | None
-    ceiling: float | None
+    band: Band
     carried_by: str | None
+
+    @property
+    def expected(self) -> float | None:
+        return self.band.expected
+
+    @property
+    def low(self) -> float | None:
+        return self.band.low
+
+    @property
+    def high(self) -> float | None:
+        return self.band.high
+
+    @property
+    def ceiling(self) -> float | None:
+        return self.band.ceiling
 
     @property
     def ape(self) -> float | None:
@@ -234,34 +248,12 @@ def evaluate(catalog: Catalog, model: Any) -> list[Row]:
             )
             decode = _measured_decode(m, run, c)
             if decode is not None and c is not None:
-                d = out.decode_tok_s
                 rows.append(
-                    Row(
-                        **base,
-                        kind="decode",
-                        measured=decode,
-                        expected=d.expected,
-                        low=d.low,
-                        high=d.high,
-                        ceiling=d.ceiling,
-                        carried_by=out.carried_by,
-                    )
+                    Row(**base, kind="decode", measured=decode, band=out.decode_tok_s, carried_by=out.carried_by)
                 )
             ttft = _stat(run.get("metrics", {}).get("ttft_ms"), "mean", "p50")
             if ttft is not None and c is not None and how == "" and c == 1:
-                t = out.ttft_ms
-                rows.append(
-                    Row(
-                        **base,
-                        kind="ttft",
-                        measured=ttft,
-                        expected=t.expected,
-                        low=t.low,
-                        high=t.high,
-                        ceiling=t.ceiling,
-                        carried_by=out.carried_by,
-                    )
-                )
+                rows.append(Row(**base, kind="ttft", measured=ttft, band=out.ttft_ms, carried_by=out.carried_by))
     return rows
 
 
