@@ -254,25 +254,21 @@ class PerformanceModel:
             low, high = np.empty(len(rows)), np.empty(len(rows))
             for kind in np.unique(kinds).tolist():
                 low[kinds == kind], high[kinds == kind] = head.offsets(kind)
-            for family in np.unique(families).tolist() if head.fallback is not None else []:
-                mask = families == family
-                if head.fallback is not None and head.falls_back(family):
-                    if head.fallback.mode == "base" and head.base is not None:
-                        ratio[mask] = head.base.predict_rows([r for r, m in zip(rows, mask, strict=True) if m])
-                    else:
-                        ratio[mask] = head.fallback.constant
-                    low[mask], high[mask] = min(head.fallback.interval[0], 0.0), max(head.fallback.interval[1], 0.0)
-            if head.fallback is not None and head.fallback.cells is not None:
-                # A runtime family barely measured on a known kind: the model's answer, the
-                # band at least as wide as the unseen kind's.
-                fb_low, fb_high = min(head.fallback.interval[0], 0.0), max(head.fallback.interval[1], 0.0)
-                for cell in np.unique(cells).tolist():
-                    if cell and head.fallback.thin(cell) is not None:
-                        mask = cells == cell
-                        for family in np.unique(families[mask]).tolist():
-                            if not head.falls_back(family):
-                                both = mask & (families == family)
-                                low[both], high[both] = np.minimum(low[both], fb_low), np.maximum(high[both], fb_high)
+            fallback = head.fallback
+            if fallback is not None:
+                fb_low, fb_high = min(fallback.interval[0], 0.0), max(fallback.interval[1], 0.0)
+                for family in np.unique(families).tolist():
+                    if head.falls_back(family):
+                        mask = families == family
+                        if fallback.mode == "base" and head.base is not None:
+                            ratio[mask] = head.base.predict_rows([r for r, m in zip(rows, mask, strict=True) if m])
+                        else:
+                            ratio[mask] = fallback.constant
+                        low[mask], high[mask] = fb_low, fb_high
+                # A runtime family barely measured on a known kind: the model's answer, the band
+                # at least as wide as the unseen kind's (rows that fell back have that band already).
+                thin = np.isin(cells, [c for c in np.unique(cells).tolist() if c and fallback.thin(c) is not None])
+                low[thin], high[thin] = np.minimum(low[thin], fb_low), np.maximum(high[thin], fb_high)
             if target in COMPUTE_TARGETS and estimated.any():
                 # The device's compute is the physics' stand-in: the band widens as for an unseen
                 # kind (the reference itself is uncertain).

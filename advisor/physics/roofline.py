@@ -148,9 +148,9 @@ def weight_bytes(model: ModelSpec, quant: QuantSpec, *, active: bool = False) ->
     (read per decoded token) with ``active=True``.
 
     A format that quantizes only the routed experts (``quant.dense_bits_per_weight``) stores the
-    rest at its own width: ``experts × bits / 8 + others × dense_bits / 8``. gpt-oss-20b's own
-    MXFP4 checkpoint reads 2.49 B expert parameters at 4.25 bits and 1.11 B others at 16 per
-    token, 3.5 GB, not the 1.9 GB of 3.6 B parameters at 4.25 bits."""
+    rest at its own width: ``experts × bits / 8 + others × dense_bits / 8``. gpt-oss-20b in
+    llama.cpp's MXFP4_MOE file reads 2.49 B expert parameters at 4.25 bits and 1.11 B others at
+    8.5 per token, 2.5 GB, not the 1.9 GB of 3.6 B parameters at 4.25 bits."""
     params_b = model.active_params_b if active else model.params_b
     split = model.expert_split() if quant.dense_bits_per_weight is not None else None
     if split is None or quant.dense_bits_per_weight is None:

@@ -246,9 +246,9 @@ class QuantSpec:
 
     ``dense_bits_per_weight``: for a format that quantizes only a mixture-of-experts model's
     routed expert tensors, what the other tensors (attention, router, shared layers, embeddings)
-    are stored at: 16 for gpt-oss's own MXFP4 checkpoint (``quantization_config`` leaves
-    ``self_attn``, the router, the embeddings and ``lm_head`` unconverted), 8.5 for llama.cpp's
-    ``MXFP4_MOE`` file type (the other tensors Q8_0). None: every tensor at ``bits_per_weight``.
+    are stored at: 8.5 for llama.cpp's ``MXFP4_MOE`` file type (the other tensors Q8_0), the
+    declared type's width for a GGUF lighter than its type (gpt-oss "F16": MXFP4 experts). None:
+    every tensor at ``bits_per_weight``.
     It applies to MoE models whose expert counts are known; a dense model is stored uniformly.
     """
 
